@@ -1,0 +1,147 @@
+// Metadata ops and copies: native PrivateUse1 kernels that never reach an engine.
+// Device memory is host memory, so copies are CPU copies on aliases of it.
+#include "../runtime/runtime.h"
+#include "host_alias.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
+#include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+namespace openreg {
+
+at::Tensor host_alias(const at::Tensor& t) {
+  if (!t.defined() || t.device().is_cpu()) return t;
+  // from_blob of a zero-size tensor still wants a pointer; any will do.
+  void* data = t.numel() ? t.data_ptr() : reinterpret_cast<void*>(64);
+  return at::from_blob(data, t.sizes(), t.strides(), at::TensorOptions().dtype(t.dtype()).device(at::kCPU));
+}
+
+namespace {
+
+c10::DeviceIndex target_index(std::optional<c10::Device> device) {
+  c10::DeviceIndex idx = device && device->has_index() ? device->index() : current_device();
+  check_device_index(idx);
+  return idx;
+}
+
+at::Tensor empty_memory_format(c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool>, std::optional<at::MemoryFormat> memory_format) {
+  TORCH_CHECK(!layout || *layout == at::kStrided, "openreg: only strided tensors are supported, got layout ",
+              *layout);
+  c10::DeviceGuard guard(c10::Device(kDevice, target_index(device)));
+  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), device_allocator(),
+                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                         std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                         std::optional<at::Device> device, std::optional<bool>) {
+  TORCH_CHECK(!layout || *layout == at::kStrided, "openreg: only strided tensors are supported, got layout ",
+              *layout);
+  c10::DeviceGuard guard(c10::Device(kDevice, target_index(device)));
+  return at::detail::empty_strided_generic(C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
+                                           device_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
+}
+
+// Makes sure `self`'s storage holds its current geometry, growing it if needed.
+void ensure_storage(const at::Tensor& self) {
+  if (self.numel() == 0) return;
+  size_t need = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.dtype().itemsize(),
+                                                 self.storage_offset());
+  if (need > self.storage().nbytes()) resize_storage_bytes(self.storage(), need);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
+                          std::optional<at::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(C10_AS_INTARRAYREF_SLOW(size));
+  if (memory_format && *memory_format != at::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(*memory_format);
+  }
+  ensure_storage(self);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, at::Storage source, c10::SymInt offset, c10::SymIntArrayRef size,
+                        c10::SymIntArrayRef stride) {
+  TORCH_CHECK(source.device().type() == kDevice, "openreg: set_() needs an openreg storage, got one on ",
+              source.device());
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(offset.expect_int());
+  if (stride.empty()) {
+    impl->set_sizes_contiguous(C10_AS_INTARRAYREF_SLOW(size));
+  } else {
+    impl->set_sizes_and_strides(C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
+  }
+  ensure_storage(self);
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, at::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  c10::SymInt sizes[] = {c10::SymInt(n)};
+  return set_storage(self, std::move(source), 0, sizes, {});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
+  if (self.is_same(src)) return self;
+  return set_storage(self, src.storage(), src.sym_storage_offset(), src.sym_sizes(), src.sym_strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::DeviceGuard guard(self.device());
+  at::Storage storage(at::Storage::use_byte_size_t(), 0, device_allocator(), /*resizable=*/true);
+  c10::SymInt sizes[] = {c10::SymInt(0)};
+  return set_storage(self, std::move(storage), 0, sizes, {});
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
+  // self is the source. Either side may be CPU; host_alias keeps CPU tensors as they are.
+  if (dst.numel() == 0) return dst;
+  host_alias(dst).copy_(host_alias(self));
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  at::native::resize_output(dst, self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) { return at::_local_scalar_dense(host_alias(self)); }
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("unfold", at::native::unfold);
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_", set_empty);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+}
+
+}  // namespace openreg

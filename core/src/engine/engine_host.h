@@ -1,0 +1,154 @@
+// The host side of the engine ABI: loading and validating engine libraries,
+// resolving OPENREG_ENGINE into a chain, routing decisions and counters.
+// Deliberately free of torch headers, so it is unit-tested on its own (tests/cpp).
+#pragma once
+
+#include <openreg/engine.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace openreg {
+
+// Every failure of this layer: the message names what was wrong and the remedy.
+struct EngineError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// ------------------------------------------------------------ host services
+
+// Thread-local error sink behind openreg_host::set_error.
+void set_thread_error(openreg_status status, const char* message);
+// Returns the message of the current thread's last set_error and clears it.
+std::string take_thread_error();
+
+int verbosity();  // OPENREG_VERBOSE, read once
+void log_line(const std::string& line);  // to stderr, prefixed "openreg: "
+
+// The services table given to engines. parallel_for and get_num_threads are
+// serial defaults here; the device runtime installs ATen's pool.
+openreg_host make_host_services();
+
+// ----------------------------------------------------------------- engines
+
+const char* status_name(openreg_status status);
+std::string dtype_name(openreg_dtype dtype);  // "float32", "int64", "bool", ...
+inline bool operator==(openreg_dtype a, openreg_dtype b) {
+  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+}
+
+struct OpEntry {
+  std::string name;
+  std::vector<openreg_dtype> dtypes;  // empty: any dtype
+  int32_t index;                      // position in the engine's table
+};
+
+// A loaded, validated and initialised engine. Never unloaded.
+struct Engine {
+  std::string name;
+  std::string version;
+  std::string path;
+  const openreg_engine* table = nullptr;
+  uint32_t table_size = 0;       // the engine's struct_size
+  int32_t negotiated_minor = 0;
+  std::unordered_map<std::string, OpEntry> ops;
+
+  bool any_op() const { return table->flags & OPENREG_ENGINE_FLAG_ANY_OP; }
+  // Optional table fields, present only when the engine's struct is long enough.
+  decltype(openreg_engine::supports) supports_fn() const;
+  decltype(openreg_engine::get_proc_address) get_proc_address_fn() const;
+  // Index into the op table if this engine advertises `op` for `dtype`, or -1;
+  // -2 when the op is not in the table but the engine takes any op.
+  int32_t find(const std::string& op, openreg_dtype dtype, bool has_dtype) const;
+};
+
+// dlopen(RTLD_NOW|RTLD_LOCAL), handshake, validation, init, op table. Throws
+// EngineError naming the path, the reason and the remedy; never aborts.
+std::unique_ptr<Engine> load_engine(const std::string& path, const openreg_host* host);
+
+// Calls engine->run (or supports) catching anything that escapes the engine.
+// On a status other than OK, *message holds the engine's explanation.
+openreg_status invoke_run(const Engine& engine, const openreg_call& call, std::string* message);
+openreg_status invoke_supports(const Engine& engine, const openreg_call& call, std::string* message);
+
+// ------------------------------------------------------------------ registry
+
+struct EngineFile {
+  std::string name;  // from libopenreg_engine_<name>.so
+  std::string path;
+};
+
+// Resolves OPENREG_ENGINE / OPENREG_ENGINE_PATH / OPENREG_FALLBACK into a chain of
+// loaded engines. One per process (the device runtime's), separate ones in tests.
+class Registry {
+ public:
+  struct Config {
+    std::string spec = "auto";              // OPENREG_ENGINE
+    std::vector<std::string> search_dirs;   // OPENREG_ENGINE_PATH, then built-in dirs
+    bool fallback = true;                   // OPENREG_FALLBACK != none
+  };
+  // Reads the environment; builtin_dir is where the package installs engines.
+  static Config config_from_env(const std::string& builtin_dir);
+
+  Registry(Config config, openreg_host host);
+  // Loads the chain once; later calls return it. Throws EngineError (and keeps
+  // throwing the same error on later calls).
+  const std::vector<Engine*>& chain();
+  std::vector<EngineFile> discover() const;  // engine files in the search dirs
+  const Config& config() const { return config_; }
+  const openreg_host* host() const { return &host_; }
+  // Name -> path, or "" when no such engine file exists.
+  std::string find_engine_file(const std::string& name) const;
+
+ private:
+  Engine* load(const std::string& path);
+  std::string available_list() const;
+
+  Config config_;
+  openreg_host host_;
+  std::mutex mutex_;
+  bool loaded_ = false;
+  std::string error_;
+  std::vector<std::unique_ptr<Engine>> engines_;
+  std::vector<Engine*> chain_;
+};
+
+// ------------------------------------------------------------------- router
+
+// Which engines may serve one (operator, dtype), in order, with call counters.
+struct Route {
+  struct Candidate {
+    Engine* engine;
+    int32_t op_index;  // -2: not in the table (ANY_OP engine)
+  };
+  std::string op;
+  openreg_dtype dtype{};
+  bool has_dtype = false;
+  std::vector<Candidate> candidates;
+  std::unique_ptr<std::atomic<uint64_t>[]> calls;  // per candidate
+};
+
+class Router {
+ public:
+  explicit Router(Registry& registry) : registry_(registry) {}
+  // The cached decision for (op, dtype); built (and logged at OPENREG_VERBOSE>=1)
+  // on first use. Never NULL. candidates is empty when no engine covers the op.
+  Route* route(const std::string& op, openreg_dtype dtype, bool has_dtype);
+  // op -> engine -> calls, over every route.
+  std::unordered_map<std::string, std::unordered_map<std::string, uint64_t>> stats();
+  void reset_stats();
+  // The error text for a route with no candidate (strict mode, or no fallback).
+  std::string uncovered_message(const Route& route);
+
+ private:
+  Registry& registry_;
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::unique_ptr<Route>> routes_;
+};
+
+}  // namespace openreg

@@ -1,0 +1,71 @@
+// Routing decisions per (operator, dtype), cached, with per-engine call counters.
+#include "engine_host.h"
+
+namespace openreg {
+
+Route* Router::route(const std::string& op, openreg_dtype dtype, bool has_dtype) {
+  std::string key = op;
+  key += '|';
+  key += has_dtype ? dtype_name(dtype) : "-";
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = routes_.find(key);
+  if (it != routes_.end()) return it->second.get();
+
+  auto r = std::make_unique<Route>();
+  r->op = op;
+  r->dtype = dtype;
+  r->has_dtype = has_dtype;
+  for (Engine* e : registry_.chain()) {
+    int32_t idx = e->find(op, dtype, has_dtype);
+    if (idx != -1) r->candidates.push_back({e, idx});
+  }
+  r->calls.reset(new std::atomic<uint64_t>[r->candidates.size() + 1]);
+  for (size_t i = 0; i <= r->candidates.size(); ++i) r->calls[i] = 0;
+  if (verbosity() >= 1) {
+    std::string names;
+    for (const auto& c : r->candidates) names += (names.empty() ? "" : ", then ") + c.engine->name;
+    log_line(op + " (" + (has_dtype ? dtype_name(dtype) : "no tensor") + ") -> " +
+             (names.empty() ? "no engine" : names));
+  }
+  Route* out = r.get();
+  routes_.emplace(std::move(key), std::move(r));
+  return out;
+}
+
+std::unordered_map<std::string, std::unordered_map<std::string, uint64_t>> Router::stats() {
+  std::unordered_map<std::string, std::unordered_map<std::string, uint64_t>> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& kv : routes_) {
+    const Route& r = *kv.second;
+    for (size_t i = 0; i < r.candidates.size(); ++i) {
+      uint64_t n = r.calls[i].load(std::memory_order_relaxed);
+      if (n) out[r.op][r.candidates[i].engine->name] += n;
+    }
+  }
+  return out;
+}
+
+void Router::reset_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& kv : routes_) {
+    for (size_t i = 0; i <= kv.second->candidates.size(); ++i) kv.second->calls[i] = 0;
+  }
+}
+
+std::string Router::uncovered_message(const Route& route) {
+  std::string asked;
+  for (Engine* e : registry_.chain()) asked += (asked.empty() ? "" : ", ") + e->name;
+  std::string msg = "openreg: no engine covers " + route.op + " for dtype " +
+                    (route.has_dtype ? dtype_name(route.dtype) : std::string("(no tensor argument)")) +
+                    " (engines asked: " + asked + ")";
+  if (!registry_.config().fallback) {
+    msg += ". Strict mode is on (OPENREG_FALLBACK=none): unset OPENREG_FALLBACK to run such ops "
+           "on the reference engine aten_ref, or choose an engine that covers this op "
+           "(see `python -m openreg info`)";
+  } else {
+    msg += ". Add an engine that covers it to OPENREG_ENGINE (see `python -m openreg info`)";
+  }
+  return msg;
+}
+
+}  // namespace openreg

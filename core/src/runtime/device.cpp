@@ -1,0 +1,202 @@
+// Devices, the device guard, PrivateUse1 hooks and lazy engine initialisation.
+#include "runtime.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+
+namespace openreg {
+
+namespace {
+
+thread_local c10::DeviceIndex t_current_device = 0;
+
+c10::DeviceIndex read_device_count() {
+  const char* env = std::getenv("OPENREG_DEVICE_COUNT");
+  if (!env || !*env) return 2;
+  char* end = nullptr;
+  long n = std::strtol(env, &end, 10);
+  if (*end != '\0' || n < 1 || n > 64) {
+    // Not fatal: import must never fail because of the environment.
+    TORCH_WARN("openreg: OPENREG_DEVICE_COUNT='", env,
+               "' is not a number from 1 to 64; using 2 devices");
+    return 2;
+  }
+  return static_cast<c10::DeviceIndex>(n);
+}
+
+// ---- host services backed by ATen's intra-op pool
+void aten_parallel_for(void*, int64_t begin, int64_t end, int64_t grain, openreg_parallel_fn fn,
+                       void* user) {
+  if (begin >= end) return;
+  at::parallel_for(begin, end, grain < 1 ? 1 : grain,
+                   [&](int64_t b, int64_t e) { fn(user, b, e); });
+}
+
+int32_t aten_num_threads(void*) { return at::get_num_threads(); }
+
+struct EngineState {
+  EngineState()
+      : registry(Registry::config_from_env(builtin_engine_dir()), make_services()),
+        router(registry) {}
+  static openreg_host make_services() {
+    openreg_host h = make_host_services();
+    h.parallel_for = aten_parallel_for;
+    h.get_num_threads = aten_num_threads;
+    return h;
+  }
+  Registry registry;
+  Router router;
+};
+
+EngineState& engine_state() {
+  // Constructed on first use; Registry::config_from_env may throw for a bad
+  // OPENREG_FALLBACK, in which case the next call tries again and throws again.
+  static EngineState* state = new EngineState();  // never destroyed: engines live forever
+  return *state;
+}
+
+std::atomic<bool> g_initialized{false};
+
+// ---- device guard
+struct OpenRegGuardImpl final : c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kDevice; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    auto old = getDevice();
+    if (old.index() != d.index()) setDevice(d);
+    return old;
+  }
+  c10::Device getDevice() const override { return c10::Device(kDevice, current_device()); }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == kDevice, "openreg guard got a ", d.type(), " device");
+    set_device(d.index() < 0 ? current_device() : d.index());
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.index() >= 0) t_current_device = d.index();
+  }
+  c10::Stream getStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getDefaultStream(c10::Device d) const override { return getStream(d); }
+  c10::Stream exchangeStream(c10::Stream s) const override { return getStream(s.device()); }
+  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+  // Work runs synchronously on the calling thread, so events and streams are
+  // always complete.
+  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override {}
+  void synchronizeEvent(void*) const override {}
+  void synchronizeDevice(const c10::DeviceIndex) const override {}
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, OpenRegGuardImpl);
+
+// ---- PrivateUse1 hooks
+struct OpenRegHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return device_count() > 0; }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex index) const override {
+    return default_generator(index < 0 ? current_device() : index);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex index) const override {
+    return make_generator(index < 0 ? current_device() : index);
+  }
+  at::Device getDeviceFromPtr(void*) const override {
+    // All devices share host memory; the pointer alone does not tell them apart.
+    return c10::Device(kDevice, current_device());
+  }
+  bool isPinnedPtr(const void* data) const override { return is_pinned_ptr(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
+  bool hasPrimaryContext(c10::DeviceIndex index) const override {
+    return index >= 0 && index < device_count() && is_initialized();
+  }
+  void init() const override { lazy_init(); }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    resize_storage_bytes(storage, newsize);
+  }
+  c10::DeviceIndex deviceCount() const override { return device_count(); }
+  void setCurrentDevice(c10::DeviceIndex index) const override { set_device(index); }
+  c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex index) const override {
+    auto old = current_device();
+    set_device(index);
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex index) const override {
+    return exchangeDevice(index);
+  }
+};
+
+struct RegisterHooks {
+  RegisterHooks() { at::RegisterPrivateUse1HooksInterface(new OpenRegHooks()); }
+} g_register_hooks;
+
+}  // namespace
+
+c10::DeviceIndex device_count() {
+  static const c10::DeviceIndex n = read_device_count();
+  return n;
+}
+
+c10::DeviceIndex current_device() { return t_current_device; }
+
+void check_device_index(c10::DeviceIndex index) {
+  TORCH_CHECK_INDEX(index >= 0 && index < device_count(), "openreg: invalid device index ", int(index),
+                    ": there are ", int(device_count()), " openreg devices (openreg:0 to openreg:",
+                    int(device_count()) - 1, "). Set OPENREG_DEVICE_COUNT for more");
+}
+
+void set_device(c10::DeviceIndex index) {
+  check_device_index(index);
+  t_current_device = index;
+}
+
+Registry& registry() {
+  try {
+    return engine_state().registry;
+  } catch (const EngineError& e) {
+    TORCH_CHECK(false, e.what());
+  }
+}
+
+Router& router() {
+  try {
+    return engine_state().router;
+  } catch (const EngineError& e) {
+    TORCH_CHECK(false, e.what());
+  }
+}
+
+void lazy_init() {
+  if (g_initialized.load(std::memory_order_acquire)) return;
+  try {
+    registry().chain();
+  } catch (const EngineError& e) {
+    TORCH_CHECK(false, e.what());
+  }
+  g_initialized.store(true, std::memory_order_release);
+}
+
+bool is_initialized() { return g_initialized.load(std::memory_order_acquire); }
+
+std::string builtin_engine_dir() {
+  // Engines are installed next to libopenreg_core.so.
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&builtin_engine_dir), &info) && info.dli_fname) {
+    std::string p = info.dli_fname;
+    auto slash = p.rfind('/');
+    if (slash != std::string::npos) return p.substr(0, slash);
+  }
+  return ".";
+}
+
+}  // namespace openreg

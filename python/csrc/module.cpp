@@ -1,0 +1,113 @@
+// openreg._C: pybind11 glue only. Everything it exposes lives in libopenreg_core.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <torch/csrc/Generator.h>
+
+#include "../../core/src/runtime/runtime.h"
+
+namespace py = pybind11;
+
+namespace openreg {
+// Defined in core/src/aten/fallback.cpp.
+std::unordered_map<std::string, uint64_t> host_path_stats();
+void reset_host_path_stats();
+}  // namespace openreg
+
+namespace {
+
+py::dict engine_stats() {
+  py::dict out;
+  auto stats = openreg::router().stats();
+  for (const auto& [op, per_engine] : stats) {
+    py::dict d;
+    for (const auto& [engine, n] : per_engine) d[py::str(engine)] = n;
+    out[py::str(op)] = d;
+  }
+  for (const auto& [op, n] : openreg::host_path_stats()) {
+    py::dict d = out.contains(op) ? py::dict(out[py::str(op)]) : py::dict();
+    d["host_ref"] = n;
+    out[py::str(op)] = d;
+  }
+  return out;
+}
+
+py::list engines_found() {
+  py::list out;
+  for (const auto& f : openreg::registry().discover()) {
+    py::dict d;
+    d["name"] = f.name;
+    d["path"] = f.path;
+    out.append(d);
+  }
+  return out;
+}
+
+py::list engine_chain() {
+  py::list out;
+  for (const auto* e : openreg::registry().chain()) {
+    py::dict d;
+    d["name"] = e->name;
+    d["version"] = e->version;
+    d["path"] = e->path;
+    d["abi_version"] = std::to_string(e->table->abi_major) + "." + std::to_string(e->table->abi_minor);
+    d["negotiated_minor"] = e->negotiated_minor;
+    d["num_ops"] = e->ops.size();
+    d["any_op"] = e->any_op();
+    out.append(d);
+  }
+  return out;
+}
+
+py::dict memory_stats(c10::DeviceIndex index) {
+  auto m = openreg::memory_stats(index);
+  py::dict d;
+  d["allocated_bytes.all.current"] = m.allocated;
+  d["allocated_bytes.all.peak"] = m.allocated_peak;
+  d["reserved_bytes.all.current"] = m.reserved;
+  d["reserved_bytes.all.peak"] = m.reserved_peak;
+  d["num_device_alloc"] = m.num_allocs;
+  d["num_device_free"] = m.num_frees;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "openreg device runtime (internal; use the openreg package and torch.openreg)";
+  // Errors reach Python as torch's do: the message without the C++ backtrace.
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const c10::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    }
+  });
+  m.def("_lazy_init", [] { openreg::lazy_init(); });
+  m.def("_is_initialized", &openreg::is_initialized);
+  m.def("_device_count", [] { return static_cast<int>(openreg::device_count()); });
+  m.def("_current_device", [] { return static_cast<int>(openreg::current_device()); });
+  m.def("_set_device", [](int i) { openreg::set_device(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_check_device", [](int i) { openreg::check_device_index(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_get_default_generator", [](int i) -> py::object {
+    const auto& gen = openreg::default_generator(static_cast<c10::DeviceIndex>(i));
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(gen));
+  });
+  m.def("_memory_stats", [](int i) { return memory_stats(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_reset_peak_memory_stats", [](int i) { openreg::reset_peak_memory_stats(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_reset_accumulated_memory_stats",
+        [](int i) { openreg::reset_accumulated_memory_stats(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_stats", &engine_stats);
+  m.def("_reset_stats", [] {
+    openreg::router().reset_stats();
+    openreg::reset_host_path_stats();
+  });
+  m.def("_engines_found", &engines_found);
+  m.def("_engine_chain", &engine_chain);
+  m.def("_engine_dir", &openreg::builtin_engine_dir);
+  m.def("_abi_version", [] {
+    return std::to_string(OPENREG_ABI_VERSION_MAJOR) + "." + std::to_string(OPENREG_ABI_VERSION_MINOR);
+  });
+}

@@ -1,0 +1,40 @@
+"""``python -m openreg info``: engines found, the active chain, the devices."""
+
+import argparse
+import sys
+
+
+def _info() -> int:
+    import torch  # noqa: F401  (autoloads openreg)
+    import openreg
+
+    print(f"openreg engine ABI {openreg._C._abi_version()}")
+    print(f"engine folder: {openreg._C._engine_dir()}")
+    print("engines found:")
+    for e in openreg.engines_available():
+        print(f"  {e['name']:<12} {e['path']}")
+    try:
+        info = openreg.info()
+    except RuntimeError as exc:
+        print(f"chain: cannot be loaded: {exc}", file=sys.stderr)
+        return 1
+    print("chain (routing order):")
+    for e in info["engines"]:
+        ops = "any op" if e["any_op"] else f"{e['num_ops']} ops"
+        print(f"  {e['name']:<12} version {e['version']}, ABI {e['abi_version']}, {ops}, {e['path']}")
+    print(f"devices: {info['devices']} (openreg:0 .. openreg:{info['devices'] - 1})")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m openreg")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="print the engines found, the active chain and the devices")
+    args = parser.parse_args(argv)
+    if args.command == "info":
+        return _info()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

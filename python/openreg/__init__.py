@@ -30,10 +30,6 @@ def _register() -> None:
 _register()
 
 
-def _autoload() -> None:
-    """Entry point of the ``torch.backends`` group: importing the package is enough."""
-
-
 def stats() -> dict:
     """Op calls per engine since the last reset: ``{op_name: {engine_name: calls}}``.
 

@@ -323,4 +323,36 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&router_fallback>());
 }
 
+namespace {
+
+// A composite kernel beats a backend fallback in the dispatcher. Two kinds would
+// keep ops from reaching engines as themselves, so the router is registered for
+// them directly:
+//  - structured ops whose functional/in-place forms have a
+//    CompositeExplicitAutogradNonFunctional wrapper (add.Tensor would become
+//    empty + add.out): engines see aten::add.Tensor, one call instead of two;
+//  - ops whose composite kernel sends unknown backends to *_overrideable stubs
+//    that only raise (convolution, convolution_backward).
+struct RegisterDirectRoutes {
+  RegisterDirectRoutes() {
+    static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    auto& d = c10::Dispatcher::singleton();
+    for (const auto& name : d.getAllOpNames()) {
+      if (name.name.rfind("aten::", 0) != 0) continue;
+      auto op = d.findOp(name);
+      if (!op || !op->hasSchema()) continue;
+      bool structured = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
+                        op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
+      bool overrideable = name.name == "aten::convolution" || name.name == "aten::convolution_backward";
+      if (!structured && !overrideable) continue;
+      if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+      std::string full = name.name.substr(6);
+      if (!name.overload_name.empty()) full += "." + name.overload_name;
+      lib.impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&router_fallback>());
+    }
+  }
+} g_register_direct_routes;
+
+}  // namespace
+
 }  // namespace openreg

@@ -134,7 +134,7 @@ const std::vector<Engine*>& Registry::chain() {
       if (looks_like_path(item)) {
         if (!is_file(item)) {
           throw EngineError("openreg: OPENREG_ENGINE names '" + item +
-                            "', which is not a file. Give the path of an engine library, or one "
+                            "', but no such file exists. Give the path of an engine library, or one "
                             "of the engines available: " + available_list());
         }
         paths.push_back(item);

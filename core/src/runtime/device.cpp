@@ -150,7 +150,7 @@ c10::DeviceIndex device_count() {
 c10::DeviceIndex current_device() { return t_current_device; }
 
 void check_device_index(c10::DeviceIndex index) {
-  TORCH_CHECK_INDEX(index >= 0 && index < device_count(), "openreg: invalid device index ", int(index),
+  TORCH_CHECK(index >= 0 && index < device_count(), "openreg: invalid device index ", int(index),
                     ": there are ", int(device_count()), " openreg devices (openreg:0 to openreg:",
                     int(device_count()) - 1, "). Set OPENREG_DEVICE_COUNT for more");
 }

@@ -11,5 +11,5 @@ echo "== GoogleTest (ctest)"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j2
 
 echo "== pytest"
-export OPENREG_TEST_PARTIAL_ENGINE="$PWD/$BUILD_DIR/tests/cpp/fixtures/libopenreg_engine_fixture_good.so"
+export OPENREG_TEST_PARTIAL_ENGINE="$PWD/$BUILD_DIR/fixtures/libopenreg_engine_fixture_good.so"
 "$PY" -m pytest tests/python -q -rs "$@"

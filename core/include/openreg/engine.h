@@ -36,7 +36,7 @@ extern "C" {
 #define OPENREG_ABI_VERSION_MINOR 0 /* both sides use min(host, engine) */
 
 /* First field after struct_size of openreg_engine: "OPENREG1" in ASCII. */
-#define OPENREG_ENGINE_MAGIC 0x3147455245504F4FULL
+#define OPENREG_ENGINE_MAGIC 0x314745524E45504FULL
 
 #define OPENREG_ENGINE_ENTRY_SYMBOL "openreg_engine_entry"
 

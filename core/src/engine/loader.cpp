@@ -26,6 +26,7 @@ void host_log(void*, int32_t level, const char* message) {
 }
 
 void* host_scratch_alloc(void*, uint64_t bytes) {
+  if (bytes > SIZE_MAX - 63) return nullptr;
   size_t rounded = static_cast<size_t>((bytes + 63) / 64 * 64);
   return std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
 }
@@ -128,7 +129,7 @@ int32_t Engine::find(const std::string& op, openreg_dtype dtype, bool has_dtype)
   for (const auto& d : entry.dtypes) {
     if (d == dtype) return entry.index;
   }
-  return -1;
+  return any_op() ? -2 : -1;
 }
 
 std::unique_ptr<Engine> load_engine(const std::string& path, const openreg_host* host) {
@@ -232,9 +233,11 @@ std::unique_ptr<Engine> load_engine(const std::string& path, const openreg_host*
                rebuild);
   }
   // Entries are read with the engine's op_info struct_size as stride guard.
+  const uint32_t stride = count > 0 ? ops[0].struct_size : 0;
   for (int32_t i = 0; i < count; ++i) {
-    const openreg_op_info& info = ops[i];
-    if (info.struct_size < sizeof(openreg_op_info) || !info.name) {
+    const openreg_op_info& info = *reinterpret_cast<const openreg_op_info*>(
+        reinterpret_cast<const char*>(ops) + size_t(i) * stride);
+    if (info.struct_size < sizeof(openreg_op_info) || info.struct_size != stride || !info.name) {
       throw fail("op table entry " + std::to_string(i) + " is malformed", rebuild);
     }
     OpEntry e;

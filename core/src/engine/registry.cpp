@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <cstdlib>
 #include <sstream>
 
@@ -101,7 +103,10 @@ std::string Registry::available_list() const {
   return out;
 }
 
-Engine* Registry::load(const std::string& path) {
+Engine* Registry::load(const std::string& given) {
+  // One library, one init(), however its path is spelled.
+  char resolved[PATH_MAX];
+  std::string path = realpath(given.c_str(), resolved) ? resolved : given;
   for (auto& e : engines_) {
     if (e->path == path) return e.get();
   }

@@ -1,0 +1,128 @@
+"""Caching-allocator statistics exposed through torch.openreg.*."""
+
+import gc
+
+import pytest
+import torch
+
+MiB = 1 << 20
+
+
+def _alloc_1mib(device="openreg"):
+    # torch.empty only allocates: no kernel, no temporaries.
+    return torch.empty(MiB, dtype=torch.uint8, device=device)
+
+
+@pytest.fixture
+def mem(openreg):
+    torch.ones(1, device="openreg")  # make sure the device is initialised
+    torch.openreg.synchronize()
+    gc.collect()
+    return torch.openreg
+
+
+def test_memory_allocated_grows_and_returns(mem):
+    start = mem.memory_allocated()
+    assert isinstance(start, int) and start >= 0
+    t = _alloc_1mib()
+    assert mem.memory_allocated() >= start + MiB
+    assert mem.memory_allocated(0) == mem.memory_allocated()
+    del t
+    assert mem.memory_allocated() == start
+
+
+def test_memory_allocated_device_index_arg(mem):
+    start0 = mem.memory_allocated(0)
+    start1 = mem.memory_allocated(1)
+    t = _alloc_1mib("openreg:1")
+    assert mem.memory_allocated(1) >= start1 + MiB
+    assert mem.memory_allocated(0) == start0, "allocating on openreg:1 changed openreg:0's count"
+    assert mem.memory_allocated() == start0  # current device is 0
+    del t
+    assert mem.memory_allocated(1) == start1
+    assert mem.memory_allocated(0) == start0
+
+
+def test_memory_allocated_follows_current_device(mem):
+    start1 = mem.memory_allocated(1)
+    with mem.device(1):
+        t = _alloc_1mib()
+        assert t.device == torch.device("openreg", 1)
+        assert mem.memory_allocated() == mem.memory_allocated(1)
+        assert mem.memory_allocated() >= start1 + MiB
+    del t
+    assert mem.memory_allocated(1) == start1
+
+
+def test_max_memory_allocated_and_reset(mem):
+    mem.reset_peak_memory_stats()
+    start = mem.memory_allocated()
+    assert mem.max_memory_allocated() == start
+    t = _alloc_1mib()
+    del t
+    assert mem.memory_allocated() == start
+    assert mem.max_memory_allocated() >= start + MiB
+    # the peak is sticky until reset
+    u = torch.empty(16, device="openreg")
+    del u
+    assert mem.max_memory_allocated() >= start + MiB
+    mem.reset_peak_memory_stats()
+    assert mem.max_memory_allocated() == mem.memory_allocated() == start
+
+
+def test_memory_reserved(mem):
+    t = _alloc_1mib()
+    assert mem.memory_reserved() >= mem.memory_allocated() >= MiB
+    del t
+    assert mem.memory_reserved() >= mem.memory_allocated()
+
+
+def test_memory_stats(mem):
+    t = _alloc_1mib()
+    stats = mem.memory_stats()
+    assert isinstance(stats, dict)
+    for key in ("allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current"):
+        assert key in stats, f"memory_stats() lacks {key!r}"
+    assert stats["allocated_bytes.all.current"] == mem.memory_allocated()
+    assert stats["allocated_bytes.all.peak"] == mem.max_memory_allocated()
+    assert stats["reserved_bytes.all.current"] == mem.memory_reserved()
+    assert stats["allocated_bytes.all.peak"] >= stats["allocated_bytes.all.current"] >= MiB
+    del t
+
+
+def test_empty_cache(mem):
+    before_alloc = mem.memory_allocated()
+    t = _alloc_1mib()
+    del t
+    reserved_before = mem.memory_reserved()
+    assert mem.empty_cache() is None
+    assert mem.memory_reserved() <= reserved_before
+    assert mem.memory_reserved() >= mem.memory_allocated()
+    assert mem.memory_allocated() == before_alloc
+    # the device still works after the cache was emptied
+    x = torch.arange(5, dtype=torch.float32)
+    torch.testing.assert_close((x.to("openreg") * 2).cpu(), x * 2, atol=0, rtol=0)
+
+
+def test_live_tensor_survives_empty_cache(mem):
+    x = torch.arange(MiB // 4, dtype=torch.float32)
+    d = x.to("openreg")
+    mem.empty_cache()
+    assert mem.memory_allocated() >= x.numel() * x.element_size()
+    assert torch.equal(d.cpu(), x)
+
+
+def test_torch_accelerator_memory_allocated(mem):
+    accel = getattr(torch, "accelerator", None)
+    if accel is None or not hasattr(accel, "memory_allocated"):
+        pytest.skip("torch.accelerator.memory_allocated is not available in this torch build")
+    current = accel.current_accelerator()
+    if current is None or current.type != "openreg":
+        pytest.skip(f"torch.accelerator.current_accelerator() is {current}, not openreg")
+    start = accel.memory_allocated()
+    assert start == mem.memory_allocated()
+    t = _alloc_1mib()
+    assert accel.memory_allocated() >= start + MiB
+    assert accel.memory_allocated() == mem.memory_allocated()
+    del t
+    assert accel.memory_allocated() == start

@@ -1,0 +1,212 @@
+"""Random number generation on openreg: seeding, state, generators, statistics.
+
+The device's random streams need not equal CPU's, so the references are
+reproducibility (same seed -> same numbers) and distribution statistics, plus
+CPU-computed facts (e.g. what a permutation of range(n) sorts to).
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+N = 10000
+
+
+def test_manual_seed_reproducible(device):
+    torch.manual_seed(0)
+    a = torch.randn(100, device=device)
+    torch.manual_seed(0)
+    b = torch.randn(100, device=device)
+    assert a.device.type == "openreg"
+    assert torch.equal(a.cpu(), b.cpu())
+
+
+def test_consecutive_draws_differ(device):
+    torch.manual_seed(0)
+    a = torch.randn(100, device=device)
+    b = torch.randn(100, device=device)
+    assert not torch.equal(a.cpu(), b.cpu()), "the generator state must advance between calls"
+
+
+def test_different_seed_differs(device):
+    torch.manual_seed(0)
+    a = torch.randn(100, device=device)
+    torch.manual_seed(1)
+    b = torch.randn(100, device=device)
+    assert not torch.equal(a.cpu(), b.cpu())
+
+
+def test_openreg_manual_seed(device):
+    torch.openreg.manual_seed(5)
+    a = torch.rand(50, device=device)
+    torch.openreg.manual_seed(5)
+    b = torch.rand(50, device=device)
+    torch.openreg.manual_seed(6)
+    c = torch.rand(50, device=device)
+    assert torch.equal(a.cpu(), b.cpu())
+    assert not torch.equal(a.cpu(), c.cpu())
+
+
+def test_get_set_rng_state(device):
+    torch.openreg.manual_seed(11)
+    torch.randn(7, device=device)  # advance a little
+    state = torch.openreg.get_rng_state()
+    assert isinstance(state, torch.Tensor)
+    assert state.dtype == torch.uint8
+    assert state.device.type == "cpu"
+    a = torch.randn(100, device=device)
+    b = torch.randn(100, device=device)
+    torch.openreg.set_rng_state(state)
+    a2 = torch.randn(100, device=device)
+    b2 = torch.randn(100, device=device)
+    assert torch.equal(a.cpu(), a2.cpu())
+    assert torch.equal(b.cpu(), b2.cpu())
+    assert not torch.equal(a.cpu(), b.cpu())
+
+
+def test_rng_state_is_a_copy(device):
+    torch.openreg.manual_seed(12)
+    state = torch.openreg.get_rng_state()
+    saved = state.clone()
+    torch.randn(10, device=device)
+    assert torch.equal(state, saved), "get_rng_state() must return a snapshot"
+
+
+def test_generator_object(device):
+    g = torch.Generator(device=device)
+    assert g.device.type == "openreg"
+    g.manual_seed(3)
+    a = torch.randn(100, device=device, generator=g)
+    g.manual_seed(3)
+    b = torch.randn(100, device=device, generator=g)
+    assert torch.equal(a.cpu(), b.cpu())
+    assert g.initial_seed() == 3
+
+
+def test_generator_independent_of_default(device):
+    g = torch.Generator(device=device)
+    g.manual_seed(3)
+    a = torch.randn(100, device=device, generator=g)
+    g.manual_seed(3)
+    torch.randn(1000, device=device)  # draws from the default generator
+    b = torch.randn(100, device=device, generator=g)
+    assert torch.equal(a.cpu(), b.cpu())
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda x, g: x.uniform_(generator=g),
+        lambda x, g: x.uniform_(-2.0, 5.0, generator=g),
+        lambda x, g: x.normal_(generator=g),
+        lambda x, g: x.normal_(3.0, 0.5, generator=g),
+    ],
+    ids=["uniform_", "uniform_bounds", "normal_", "normal_params"],
+)
+def test_inplace_random_with_generator(device, draw):
+    g = torch.Generator(device=device)
+    g.manual_seed(3)
+    x = draw(torch.empty(200, device=device), g).cpu()
+    g.manual_seed(3)
+    y = draw(torch.empty(200, device=device), g).cpu()
+    g.manual_seed(4)
+    z = draw(torch.empty(200, device=device), g).cpu()
+    assert torch.equal(x, y)
+    assert not torch.equal(x, z)
+
+
+def test_generator_state_roundtrip(device):
+    g = torch.Generator(device=device)
+    g.manual_seed(21)
+    state = g.get_state()
+    a = torch.rand(50, device=device, generator=g)
+    g.set_state(state)
+    b = torch.rand(50, device=device, generator=g)
+    assert torch.equal(a.cpu(), b.cpu())
+
+
+def test_randn_statistics(device):
+    torch.manual_seed(0)
+    x = torch.randn(N, device=device).cpu().double()
+    assert abs(x.mean().item()) < 0.05  # standard error 0.01
+    assert abs(x.std().item() - 1.0) < 0.05
+    assert torch.isfinite(x).all()
+    # roughly 68% within one standard deviation
+    assert abs((x.abs() < 1).double().mean().item() - 0.6827) < 0.03
+
+
+def test_rand_statistics(device):
+    torch.manual_seed(0)
+    x = torch.rand(N, device=device).cpu()
+    assert x.dtype == torch.float32
+    assert (x >= 0).all() and (x < 1).all()
+    assert abs(x.double().mean().item() - 0.5) < 0.02  # standard error ~0.003
+    # fills the whole interval
+    hist = torch.histc(x, bins=10, min=0, max=1)
+    assert (hist > N / 10 * 0.8).all(), hist
+
+
+def test_uniform_bounds_statistics(device):
+    torch.manual_seed(0)
+    x = torch.empty(N, device=device).uniform_(-2.0, 5.0).cpu()
+    assert (x >= -2.0).all() and (x < 5.0).all()
+    assert abs(x.double().mean().item() - 1.5) < 0.1
+
+
+def test_normal_params_statistics(device):
+    torch.manual_seed(0)
+    x = torch.empty(N, device=device).normal_(3.0, 0.5).cpu().double()
+    assert abs(x.mean().item() - 3.0) < 0.03
+    assert abs(x.std().item() - 0.5) < 0.03
+
+
+def test_randint(device):
+    torch.manual_seed(0)
+    x = torch.randint(0, 10, (2000,), device=device)
+    assert x.device.type == "openreg"
+    assert x.dtype == torch.int64
+    c = x.cpu()
+    assert (c >= 0).all() and (c < 10).all()
+    assert torch.equal(torch.unique(c), torch.arange(10)), "every value of [0, 10) should appear"
+    y = torch.randint(-5, 5, (3, 4), device=device, dtype=torch.int32).cpu()
+    assert y.shape == (3, 4) and y.dtype == torch.int32
+    assert (y >= -5).all() and (y < 5).all()
+
+
+@pytest.mark.parametrize("n", [1, 10, 1000])
+def test_randperm(device, n):
+    torch.manual_seed(0)
+    p = torch.randperm(n, device=device)
+    assert p.device.type == "openreg"
+    assert p.dtype == torch.int64
+    assert torch.equal(torch.sort(p.cpu()).values, torch.arange(n))
+    if n >= 10:
+        assert not torch.equal(p.cpu(), torch.arange(n)), "a random permutation should not be the identity"
+
+
+@pytest.mark.parametrize("p", [0.2, 0.5])
+def test_dropout_train(device, p):
+    torch.manual_seed(0)
+    x = torch.ones(N, device=device)
+    y = F.dropout(x, p=p, training=True).cpu()
+    zero_frac = (y == 0).double().mean().item()
+    assert abs(zero_frac - p) < 0.03, f"dropped fraction {zero_frac}, expected ~{p}"
+    # kept elements are scaled by 1/(1-p), exactly like on CPU
+    kept_ref = torch.ones(1) / (1 - p)
+    kept = y[y != 0]
+    assert kept.numel() > 0
+    torch.testing.assert_close(kept, kept_ref.expand_as(kept))
+
+
+def test_dropout_module_eval_is_identity(device):
+    m = torch.nn.Dropout(0.5).eval()
+    x = torch.randn(100)
+    assert torch.equal(m(x.to(device)).cpu(), m(x))
+
+
+def test_bernoulli(device):
+    torch.manual_seed(0)
+    probs = torch.full((N,), 0.3, device=device)
+    s = torch.bernoulli(probs).cpu()
+    assert set(torch.unique(s).tolist()) <= {0.0, 1.0}
+    assert abs(s.double().mean().item() - 0.3) < 0.03

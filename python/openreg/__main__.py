@@ -20,7 +20,7 @@ def _info() -> int:
         return 1
     print("chain (routing order):")
     for e in info["engines"]:
-        ops = "any op" if e["any_op"] else f"{e['num_ops']} ops"
+        ops = f"{e['num_ops']} ops advertised" + (", takes any op" if e["any_op"] else "")
         print(f"  {e['name']:<12} version {e['version']}, ABI {e['abi_version']}, {ops}, {e['path']}")
     print(f"devices: {info['devices']} (openreg:0 .. openreg:{info['devices'] - 1})")
     return 0

@@ -159,9 +159,12 @@ void store(const at::Tensor& result, const openreg_tensor& out) {
   at::Tensor dst = alias(out);
   if (dst.numel() == 0) return;
   if (result.data_ptr() == dst.data_ptr() && result.strides() == dst.strides()) return;
-  if (result.numel() == 0) {
+  if (result.sizes() != dst.sizes()) {
     // ATen's Meta and CPU kernels disagree on a few unused outputs (the saved
-    // statistics of native_batch_norm in eval mode): give them zeros.
+    // statistics of native_batch_norm in eval mode are empty on CPU): zeros.
+    // Any other disagreement is an error, never a silent broadcast.
+    TORCH_CHECK(result.numel() == 0, "aten_ref: the CPU kernel produced shape ", result.sizes(),
+                " but the host sized this output ", dst.sizes(), " from the Meta kernel");
     dst.zero_();
     return;
   }

@@ -7,10 +7,12 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <array>
 #include <shared_mutex>
 
 namespace openreg {
@@ -24,7 +26,28 @@ struct OpPlan {
   bool host_only = false;        // returns something engines cannot produce
   std::string host_reason;
   std::atomic<uint64_t> host_calls{0};
+  // Router decisions by dtype slot (see route_slot), filled on first use.
+  std::array<std::atomic<Route*>, 36> routes{};
 };
+
+// Slot of a dtype in OpPlan::routes: code (0..6) x bits (8..128), or 35 for "no
+// tensor"; -1 for anything else (then the router's own cache answers).
+int route_slot(openreg_dtype d, bool has_dtype) {
+  if (!has_dtype) return 35;
+  int b = d.bits == 8 ? 0 : d.bits == 16 ? 1 : d.bits == 32 ? 2 : d.bits == 64 ? 3 : d.bits == 128 ? 4 : -1;
+  if (b < 0 || d.code > 6 || d.lanes != 1) return -1;
+  return d.code * 5 + b;
+}
+
+Route* route_for(OpPlan& plan, openreg_dtype dtype, bool has_dtype) {
+  int slot = route_slot(dtype, has_dtype);
+  if (slot >= 0) {
+    if (Route* r = plan.routes[slot].load(std::memory_order_acquire)) return r;
+  }
+  Route* r = router().route(plan.name, dtype, has_dtype);
+  if (slot >= 0) plan.routes[slot].store(r, std::memory_order_release);
+  return r;
+}
 
 std::shared_mutex g_plans_mutex;
 std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpPlan>> g_plans;
@@ -186,21 +209,23 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
     }
   }
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
-  // A result that points into an argument's memory is a view of it.
+  // A result that points into an argument's memory is a view of it: rebuild it
+  // on that argument's storage (its dtype may differ, as for view(dtype)).
   auto adopt = [&](const at::Tensor& r) -> at::Tensor {
     if (!r.defined() || r.device().type() == kDevice) return r;
+    const char* p = static_cast<const char*>(r.storage().data());
     for (const auto& a : originals) {
       at::Tensor base;
       for_each_tensor(a, [&](const at::Tensor& t) {
-        if (!base.defined() && t.device().type() == kDevice && r.numel() && t.numel() &&
-            r.storage().data() == host_alias(t).storage().data()) {
-          base = t;
-        }
+        if (base.defined() || t.device().type() != kDevice || !t.storage().data()) return;
+        const char* lo = static_cast<const char*>(t.storage().data());
+        if (p >= lo && p < lo + t.storage().nbytes()) base = t;
       });
       if (base.defined()) {
-        auto delta = (static_cast<char*>(r.data_ptr()) - static_cast<char*>(base.data_ptr())) /
-                     static_cast<int64_t>(base.dtype().itemsize());
-        return base.as_strided(r.sizes(), r.strides(), base.storage_offset() + delta);
+        const auto* start = static_cast<const char*>(base.storage().data());
+        int64_t offset = (static_cast<const char*>(r.data_ptr()) - start) / int64_t(r.dtype().itemsize());
+        return at::empty({0}, base.options().dtype(r.dtype()))
+            .set_(base.storage(), offset, r.sizes(), r.strides());
       }
     }
     return r.to(device);
@@ -247,7 +272,7 @@ void router_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
 
-  Route* route = router().route(plan.name, dtype, has_dtype);
+  Route* route = route_for(plan, dtype, has_dtype);
   TORCH_CHECK(!route->candidates.empty(), router().uncovered_message(*route));
 
   std::vector<c10::IValue> returns;

@@ -7,12 +7,21 @@ entry point) registers the device, the ``torch.openreg`` module and the
 first used, so a broken engine never breaks ``import torch``.
 """
 
+import os
+
 import torch
 
 from . import _C  # loads libopenreg_core: kernels, allocator, hooks, guard
 from . import device_module as _device_module
 
-__all__ = ["stats", "reset_stats", "info", "engines_available"]
+__all__ = ["stats", "reset_stats", "info", "engines_available", "cmake_prefix_path", "include_dir"]
+
+#: Prefix for ``find_package(openreg)``: ``cmake -DCMAKE_PREFIX_PATH=<this>``.
+#: It holds the engine SDK (``include/openreg/engine.h``, ``include/openreg/sdk.hpp``)
+#: and its CMake package (``share/cmake/openreg``).
+cmake_prefix_path = os.path.dirname(os.path.abspath(__file__))
+#: The SDK's include folder (``openreg/engine.h``, ``openreg/sdk.hpp``).
+include_dir = os.path.join(cmake_prefix_path, "include")
 
 
 def _register() -> None:

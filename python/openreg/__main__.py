@@ -30,9 +30,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m openreg")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="print the engines found, the active chain and the devices")
+    sub.add_parser("cmake-prefix-path",
+                   help="print the CMAKE_PREFIX_PATH entry for find_package(openreg) (the engine SDK)")
     args = parser.parse_args(argv)
     if args.command == "info":
         return _info()
+    if args.command == "cmake-prefix-path":
+        import openreg
+
+        print(openreg.cmake_prefix_path)
+        return 0
     return 2
 
 

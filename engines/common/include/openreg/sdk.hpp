@@ -1,0 +1,16 @@
+// openreg engine SDK: everything an engine written in C++ needs, header-only.
+//   status.hpp   sdk::Error, sdk::guard (exceptions -> statuses), OPENREG_SDK_CHECK
+//   dtype.hpp    dtype constants and names, bfloat16/float16, sdk::dispatch
+//   call.hpp     sdk::Call (typed argument access), sdk::Tensor, sdk::Host
+//   strided.hpp  broadcasting, sdk::for_each_row, unary_map / binary_map
+//   engine.hpp   sdk::EngineDef: the op table and the openreg_engine table
+// Only the C header openreg/engine.h is the ABI; these helpers are compiled into
+// each engine, so engines built with different SDK versions coexist.
+#pragma once
+
+#include <openreg/engine.h>
+#include <openreg/sdk/call.hpp>
+#include <openreg/sdk/dtype.hpp>
+#include <openreg/sdk/engine.hpp>
+#include <openreg/sdk/status.hpp>
+#include <openreg/sdk/strided.hpp>

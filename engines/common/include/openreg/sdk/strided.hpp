@@ -1,0 +1,186 @@
+// openreg engine SDK: broadcasting and strided iteration.
+//
+// Tensors arrive with arbitrary strides (transposed, sliced, broadcast with stride
+// 0, zero-size). for_each_row walks K operands that share one shape, merging
+// dimensions that are contiguous in every operand, and calls a row function with
+// the base pointers and inner byte strides of each 1-D row, so the innermost loop
+// is a plain pointer walk the compiler can vectorise when the strides are the
+// element sizes.
+#pragma once
+
+#include <openreg/sdk/call.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace openreg {
+namespace sdk {
+
+using Shape = std::vector<int64_t>;
+
+// NumPy/PyTorch broadcasting of two shapes; INVALID_ARGUMENT when incompatible.
+inline Shape broadcast_shapes(Span<int64_t> a, Span<int64_t> b) {
+  int64_t n = std::max(a.size(), b.size());
+  Shape out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    OPENREG_SDK_CHECK(da == db || da == 1 || db == 1, "shapes cannot be broadcast: size ", da, " vs ", db,
+                      " at dimension ", i);
+    out[static_cast<size_t>(i)] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// One operand of an iteration: element 0's address and a byte stride per dimension
+// of the iteration shape.
+struct Operand {
+  char* base = nullptr;
+  Shape byte_strides;
+};
+
+// `t` seen with `shape` (right-aligned): broadcast dimensions get stride 0.
+inline Operand operand(const Tensor& t, const Shape& shape) {
+  Operand op;
+  op.base = t.bytes();
+  const int64_t n = static_cast<int64_t>(shape.size()), lead = n - t.dim();
+  OPENREG_SDK_CHECK(lead >= 0, "a ", t.dim(), "-d tensor cannot be broadcast to ", n, " dimensions");
+  op.byte_strides.assign(static_cast<size_t>(n), 0);
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    int64_t s = t.size(i), want = shape[static_cast<size_t>(lead + i)];
+    OPENREG_SDK_CHECK(s == want || s == 1, "size ", s, " cannot be broadcast to ", want, " at dimension ", lead + i);
+    op.byte_strides[static_cast<size_t>(lead + i)] = s == 1 ? 0 : t.stride(i) * t.element_size();
+  }
+  return op;
+}
+
+inline Shape shape_of(const Tensor& t) { return t.sizes().vec(); }
+inline int64_t numel_of(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t v : s) n *= v;
+  return n;
+}
+
+namespace detail {
+// Drops size-1 dimensions and merges neighbours that are contiguous in every
+// operand. Keeps at least one dimension.
+template <size_t K>
+void coalesce(Shape& shape, std::array<Operand, K>& ops) {
+  Shape s;
+  std::array<Shape, K> st;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !s.empty();
+    for (size_t k = 0; merge && k < K; ++k) merge = st[k].back() == ops[k].byte_strides[d] * shape[d];
+    if (merge) {
+      s.back() *= shape[d];
+      for (size_t k = 0; k < K; ++k) st[k].back() = ops[k].byte_strides[d];
+    } else {
+      s.push_back(shape[d]);
+      for (size_t k = 0; k < K; ++k) st[k].push_back(ops[k].byte_strides[d]);
+    }
+  }
+  if (s.empty()) {
+    s.push_back(1);
+    for (size_t k = 0; k < K; ++k) st[k].push_back(0);
+  }
+  shape = s;
+  for (size_t k = 0; k < K; ++k) ops[k].byte_strides = st[k];
+}
+
+template <size_t K, class RowFn>
+void rows(const Shape& shape, const std::array<Operand, K>& ops, int64_t row_begin, int64_t row_end, RowFn& fn) {
+  const size_t nd = shape.size();
+  const int64_t inner = shape[nd - 1];
+  std::array<int64_t, K> inner_stride;
+  for (size_t k = 0; k < K; ++k) inner_stride[k] = ops[k].byte_strides[nd - 1];
+  // Multi-index of the first row, then odometer increments.
+  Shape index(nd > 1 ? nd - 1 : 0, 0);
+  int64_t r = row_begin;
+  for (size_t d = index.size(); d-- > 0;) {
+    index[d] = r % shape[d];
+    r /= shape[d];
+  }
+  std::array<char*, K> ptr;
+  for (size_t k = 0; k < K; ++k) {
+    ptr[k] = ops[k].base;
+    for (size_t d = 0; d < index.size(); ++d) ptr[k] += index[d] * ops[k].byte_strides[d];
+  }
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    fn(ptr, inner_stride, inner);
+    for (size_t d = index.size(); d-- > 0;) {
+      for (size_t k = 0; k < K; ++k) ptr[k] += ops[k].byte_strides[d];
+      if (++index[d] < shape[d]) break;
+      for (size_t k = 0; k < K; ++k) ptr[k] -= shape[d] * ops[k].byte_strides[d];
+      index[d] = 0;
+    }
+  }
+}
+}  // namespace detail
+
+// Minimum number of elements worth a parallel loop (ATen uses the same grain).
+constexpr int64_t kParallelGrain = 32768;
+
+// Calls fn(std::array<char*, K> ptrs, std::array<int64_t, K> byte_strides, int64_t n)
+// once per 1-D row of `shape`; rows are spread over the host's threads when the
+// tensor is large (fn must then be safe to call concurrently on disjoint rows).
+template <size_t K, class RowFn>
+void for_each_row(const Host& host, Shape shape, std::array<Operand, K> ops, RowFn&& fn) {
+  const int64_t total = numel_of(shape);
+  if (total == 0) return;
+  detail::coalesce(shape, ops);
+  const int64_t inner = shape.back();
+  const int64_t nrows = total / inner;
+  if (total < kParallelGrain || nrows == 1) {
+    // One row per chunk would not help a single long row: split it instead.
+    if (nrows == 1 && total >= kParallelGrain) {
+      host.parallel_for(0, inner, kParallelGrain, [&](int64_t b, int64_t e) {
+        std::array<char*, K> p;
+        std::array<int64_t, K> st;
+        for (size_t k = 0; k < K; ++k) {
+          st[k] = ops[k].byte_strides.back();
+          p[k] = ops[k].base + b * st[k];
+        }
+        fn(p, st, e - b);
+      });
+      return;
+    }
+    detail::rows(shape, ops, 0, nrows, fn);
+    return;
+  }
+  const int64_t grain_rows = std::max<int64_t>(1, kParallelGrain / inner);
+  host.parallel_for(0, nrows, grain_rows, [&](int64_t b, int64_t e) { detail::rows(shape, ops, b, e, fn); });
+}
+
+// out[i] = f(a[i]) over out's shape (a broadcast to it), converting through the
+// element types: unary_map<float>(host, out, a, [](float x) { return x > 0 ? x : 0; }).
+template <class T, class F>
+void unary_map(const Host& host, const Tensor& out, const Tensor& a, F f) {
+  Shape shape = shape_of(out);
+  std::array<Operand, 2> ops{operand(out, shape), operand(a, shape)};
+  for_each_row(host, shape, ops, [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+    char* o = p[0];
+    const char* x = p[1];
+    for (int64_t i = 0; i < n; ++i, o += s[0], x += s[1])
+      *reinterpret_cast<T*>(o) = static_cast<T>(f(*reinterpret_cast<const T*>(x)));
+  });
+}
+
+// out[i] = f(a[i], b[i]) with a and b broadcast to out's shape.
+template <class T, class F>
+void binary_map(const Host& host, const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  Shape shape = shape_of(out);
+  std::array<Operand, 3> ops{operand(out, shape), operand(a, shape), operand(b, shape)};
+  for_each_row(host, shape, ops, [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
+    char* o = p[0];
+    const char* x = p[1];
+    const char* y = p[2];
+    for (int64_t i = 0; i < n; ++i, o += s[0], x += s[1], y += s[2])
+      *reinterpret_cast<T*>(o) = static_cast<T>(f(*reinterpret_cast<const T*>(x), *reinterpret_cast<const T*>(y)));
+  });
+}
+
+}  // namespace sdk
+}  // namespace openreg

@@ -39,6 +39,7 @@ function(openreg_add_engine name)
   endif()
   target_link_options(${target} PRIVATE
     "-Wl,--version-script=${OPENREG_ENGINE_MAP}" "-Wl,--no-undefined")
+  set_property(GLOBAL APPEND PROPERTY OPENREG_ENGINE_TARGETS ${target})
   if(OPENREG_ENGINE_INSTALL_DIR)
     install(TARGETS ${target} LIBRARY DESTINATION ${OPENREG_ENGINE_INSTALL_DIR})
   endif()

@@ -43,7 +43,7 @@ fi
 # 3. openreg, built by scikit-build-core without build isolation (isolation would
 #    fetch another torch). Skipped when nothing changed since the last install.
 if [ -f "$STAMP" ] && "$PY" -c "import openreg" >/dev/null 2>&1 &&
-   [ -z "$(find core engines python cmake tests/cpp CMakeLists.txt pyproject.toml -newer "$STAMP" -type f 2>/dev/null | head -n 1)" ]; then
+   [ -z "$(find core engines python cmake tests/cpp tests/conformance CMakeLists.txt pyproject.toml -newer "$STAMP" -type f 2>/dev/null | head -n 1)" ]; then
   echo "setup: openreg is up to date"
   exit 0
 fi

@@ -4,6 +4,9 @@
 
 #include <torch/csrc/Generator.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "../../core/src/runtime/runtime.h"
 
 namespace py = pybind11;
@@ -54,6 +57,18 @@ py::list engine_chain() {
     d["negotiated_minor"] = e->negotiated_minor;
     d["num_ops"] = e->ops.size();
     d["any_op"] = e->any_op();
+    // The op table in the engine's order: name -> dtype names ([] = any dtype).
+    std::vector<const openreg::OpEntry*> entries;
+    for (const auto& kv : e->ops) entries.push_back(&kv.second);
+    std::sort(entries.begin(), entries.end(),
+              [](const openreg::OpEntry* a, const openreg::OpEntry* b) { return a->index < b->index; });
+    py::dict ops;
+    for (const auto* op : entries) {
+      py::list dtypes;
+      for (const auto& dt : op->dtypes) dtypes.append(openreg::dtype_name(dt));
+      ops[py::str(op->name)] = dtypes;
+    }
+    d["ops"] = ops;
     out.append(d);
   }
   return out;

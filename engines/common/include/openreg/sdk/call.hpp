@@ -32,15 +32,6 @@ struct Span {
 };
 
 // A borrowed openreg_tensor: valid for the call only.
-template <class T>
-double to_double(T v) {
-  if constexpr (std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>) {
-    return static_cast<double>(static_cast<float>(v));
-  } else {
-    return static_cast<double>(v);
-  }
-}
-
 class Tensor {
  public:
   explicit Tensor(const openreg_tensor* t) : t_(t) {}

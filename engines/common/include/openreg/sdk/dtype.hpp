@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 namespace openreg {
 namespace sdk {
@@ -105,6 +106,16 @@ struct float16 {
     return static_cast<uint16_t>(sign | value);
   }
 };
+
+// Any element type as double (the 16-bit floats through float).
+template <class T>
+double to_double(T v) {
+  if constexpr (std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>) {
+    return static_cast<double>(static_cast<float>(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
 
 template <class T> struct type_tag { using type = T; };
 

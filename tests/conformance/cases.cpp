@@ -1,0 +1,761 @@
+// Case families: for each op the suite knows, the calls that exercise it on hostile
+// inputs (odd prime shapes, zero-size, 0-dim, transposed, strided with a byte
+// offset, expanded, broadcast, large enough to take the parallel path).
+//
+// An op name is parsed into its family and variant: "aten::add.Tensor"
+// (functional), "aten::add_.Tensor" (in-place: output 0 is self), "aten::add.out"
+// (out=: the trailing out arguments are the outputs, sized by the functional twin).
+// Adding an op: add it to a family table below (or a new family function).
+#include "harness.h"
+
+#include <openreg/sdk/dtype.hpp>
+
+#include <functional>
+#include <set>
+
+namespace conformance {
+
+namespace {
+
+namespace sdk = openreg::sdk;
+namespace dt = openreg::sdk::dtypes;
+
+struct Name {
+  std::string base;      // "add_"
+  std::string root;      // "add"
+  std::string overload;  // "Tensor", "out", ""
+  bool inplace = false;
+  bool out = false;
+};
+
+Name parse(const std::string& op) {
+  Name n;
+  std::string s = op.rfind("aten::", 0) == 0 ? op.substr(6) : op;
+  auto dot = s.find('.');
+  n.base = s.substr(0, dot);
+  n.overload = dot == std::string::npos ? "" : s.substr(dot + 1);
+  n.inplace = n.base.size() > 1 && n.base.back() == '_' && n.base.compare(0, 2, "__") != 0;
+  n.root = n.inplace ? n.base.substr(0, n.base.size() - 1) : n.base;
+  n.out = n.overload == "out" || (n.overload.size() > 4 && n.overload.compare(n.overload.size() - 4, 4, "_out") == 0);
+  return n;
+}
+
+// The functional op whose outputs size an out= variant's out arguments.
+std::string twin_of(const Name& n, const std::string& functional_overload) {
+  std::string ov = n.overload;
+  if (ov == "out") ov = functional_overload;
+  else if (ov.size() > 4 && ov.compare(ov.size() - 4, 4, "_out") == 0) ov = ov.substr(0, ov.size() - 4);
+  return "aten::" + n.root + (ov.empty() ? "" : "." + ov);
+}
+
+bool is_float(openreg_dtype d) { return d.code == OPENREG_DTYPE_CODE_FLOAT || d.code == OPENREG_DTYPE_CODE_BFLOAT; }
+
+const std::vector<openreg_dtype> kFloats{dt::float32, dt::float64, dt::bfloat16, dt::float16};
+const std::vector<openreg_dtype> kNumeric{dt::float32, dt::float64, dt::bfloat16, dt::float16, dt::int64, dt::int32};
+const std::vector<openreg_dtype> kAll{dt::float32, dt::float64, dt::bfloat16, dt::float16, dt::int64, dt::int32, dt::bool_};
+
+TensorSpec T(openreg_dtype d, Shape s, Layout l = Layout::Contiguous, Domain dom = Domain::Any) {
+  TensorSpec t;
+  t.dtype = d;
+  t.shape = std::move(s);
+  t.layout = l;
+  t.domain = dom;
+  return t;
+}
+
+// A case under construction: tensors and args side by side.
+struct Builder {
+  Case c;
+  explicit Builder(std::string label) { c.label = std::move(label); }
+  Builder& tensor(TensorSpec spec) {
+    c.tensors.push_back(std::move(spec));
+    c.args.push_back(Arg::tensor_at(static_cast<int>(c.tensors.size()) - 1));
+    return *this;
+  }
+  Builder& optional_tensor(bool present, TensorSpec spec) {
+    if (present) return tensor(std::move(spec));
+    c.args.push_back(Arg::none());
+    return *this;
+  }
+  Builder& arg(Arg a) {
+    c.args.push_back(std::move(a));
+    return *this;
+  }
+  Case done() { return c; }
+};
+
+// Turns functional cases into the in-place or out= variant `n` asks for.
+std::vector<Case> variant(const Name& n, const std::string& twin, std::vector<Case> cases, int num_outputs = 1) {
+  std::vector<Case> out;
+  for (Case& c : cases) {
+    c.num_outputs = num_outputs;
+    if (n.inplace) {
+      // self must already have the result's shape and must not be an expanded view.
+      if (c.tensors.empty() || c.tensors[0].layout == Layout::Expanded) continue;
+      c.inplace_arg = 0;
+      c.strided_outputs = false;
+      out.push_back(c);
+    } else if (n.out) {
+      for (int k = 0; k < num_outputs; ++k) {
+        TensorSpec o;
+        o.dtype = c.tensors.empty() ? dt::float32 : c.tensors[0].dtype;
+        o.is_out = true;
+        c.tensors.push_back(o);
+        c.args.push_back(Arg::tensor_at(static_cast<int>(c.tensors.size()) - 1));
+        c.out_args.push_back(static_cast<int>(c.args.size()) - 1);
+      }
+      c.twin = twin;
+      out.push_back(c);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// ------------------------------------------------------------ elementwise
+
+struct ShapeCase {
+  std::string label;
+  Shape shape;
+  Layout layout;
+  bool strided_out;
+};
+
+const std::vector<ShapeCase>& unary_shapes() {
+  static const std::vector<ShapeCase> s{
+      {"5x7x11x13 contiguous", {5, 7, 11, 13}, Layout::Contiguous, false},
+      {"zero-size 0x3", {0, 3}, Layout::Contiguous, false},
+      {"0-dim", {}, Layout::Contiguous, false},
+      {"11x13 transposed", {11, 13}, Layout::Transposed, false},
+      {"5x7x11 strided+offset, strided output", {5, 7, 11}, Layout::Gapped, true},
+      {"7x13 expanded (stride 0)", {7, 13}, Layout::Expanded, false},
+      {"257x263 (parallel path)", {257, 263}, Layout::Contiguous, false},
+  };
+  return s;
+}
+
+Case perf_case(Case c) {
+  c.perf_only = true;
+  return c;
+}
+
+Domain unary_domain(const std::string& root) {
+  static const std::set<std::string> positive{"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal"};
+  static const std::set<std::string> unit{"acos", "asin", "atanh", "logit"};
+  if (positive.count(root)) return Domain::Positive;
+  if (unit.count(root)) return Domain::Unit;
+  return Domain::Any;
+}
+
+// neg, abs, exp, ..., gelu(approximate), leaky_relu(negative_slope), hardtanh(min, max)
+std::vector<Case> unary(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  const Domain dom = unary_domain(n.root);
+  auto extra = [&](Builder& b, int which) {
+    if (n.root == "gelu") b.arg(Arg::string(which % 2 ? "tanh" : "none"));
+    if (n.root == "leaky_relu") b.arg(Arg::scalar(0.01));
+    if (n.root == "hardtanh") b.arg(Arg::scalar(-1.0)).arg(Arg::scalar(1.0));
+    if (n.root == "clamp") b.arg(Arg::scalar(-0.5)).arg(Arg::scalar(0.75));
+    if (n.root == "pow" && n.overload == "Tensor_Scalar") b.arg(Arg::scalar(2.0));
+  };
+  int k = 0;
+  for (const auto& s : unary_shapes()) {
+    Builder b(s.label + (n.root == "gelu" ? (k % 2 ? ", approximate=tanh" : ", approximate=none") : ""));
+    b.tensor(T(d, s.shape, s.layout, dom));
+    extra(b, k++);
+    b.c.strided_outputs = s.strided_out;
+    cases.push_back(b.done());
+  }
+  Builder p("1024x1024 (perf)");
+  p.tensor(T(d, {1024, 1024}, Layout::Contiguous, dom));
+  extra(p, 0);
+  cases.push_back(perf_case(p.done()));
+  return variant(n, twin_of(n, ""), cases);
+}
+
+bool has_alpha(const std::string& root) { return root == "add" || root == "sub" || root == "rsub"; }
+
+Arg alpha_for(openreg_dtype d) { return is_float(d) ? Arg::scalar(0.5) : Arg::scalar_int(2); }
+
+// add/sub/mul/div/maximum/minimum/comparisons: .Tensor, .Scalar, in-place, out=
+std::vector<Case> binary(const Name& n, openreg_dtype d) {
+  const bool scalar_other = n.overload.rfind("Scalar", 0) == 0;
+  const bool divides = n.root == "div" || n.root == "remainder" || n.root == "fmod" || n.root == "floor_divide";
+  const Domain other_dom = divides ? Domain::Positive : Domain::Any;
+  struct BS {
+    std::string label;
+    Shape a, b;
+    Layout la, lb;
+    bool strided_out;
+  };
+  const std::vector<BS> shapes{
+      {"5x7x11x13 both", {5, 7, 11, 13}, {5, 7, 11, 13}, Layout::Contiguous, Layout::Contiguous, false},
+      {"broadcast 5x7x11x13 with 11x1", {5, 7, 11, 13}, {11, 1}, Layout::Contiguous, Layout::Contiguous, false},
+      {"broadcast both 5x1x11 with 7x1", {5, 1, 11}, {7, 1}, Layout::Contiguous, Layout::Contiguous, false},
+      {"zero-size 0x3 with 3", {0, 3}, {3}, Layout::Contiguous, Layout::Contiguous, false},
+      {"0-dim both", {}, {}, Layout::Contiguous, Layout::Contiguous, false},
+      {"5x7x11 with 0-dim", {5, 7, 11}, {}, Layout::Contiguous, Layout::Contiguous, false},
+      {"11x13 transposed with contiguous", {11, 13}, {11, 13}, Layout::Transposed, Layout::Contiguous, false},
+      {"5x7x11 strided+offset both, strided output", {5, 7, 11}, {5, 7, 11}, Layout::Gapped, Layout::Gapped, true},
+      {"7x13 expanded with 7x13", {7, 13}, {7, 13}, Layout::Expanded, Layout::Contiguous, false},
+      {"257x263 with 263 (parallel path)", {257, 263}, {263}, Layout::Contiguous, Layout::Contiguous, false},
+  };
+  std::vector<Case> cases;
+  auto finish = [&](Builder& b) {
+    if (n.overload == "Tensor_mode") b.arg(Arg::string("floor"));
+    if (has_alpha(n.root)) b.arg(alpha_for(d));
+  };
+  for (const auto& s : shapes) {
+    if (scalar_other && s.b.size() != s.a.size()) continue;  // one case per self shape is enough
+    Builder b(s.label);
+    b.tensor(T(d, s.a, s.la));
+    if (scalar_other) b.arg(is_float(d) ? Arg::scalar(1.5) : Arg::scalar_int(3));
+    else b.tensor(T(d, s.b, s.lb, other_dom));
+    finish(b);
+    b.c.strided_outputs = s.strided_out;
+    if (n.inplace && s.a.size() < s.b.size()) continue;
+    if (n.inplace && s.label.rfind("broadcast both", 0) == 0) continue;
+    cases.push_back(b.done());
+  }
+  Builder p("1024x1024 both (perf)");
+  p.tensor(T(d, {1024, 1024}));
+  if (scalar_other) p.arg(Arg::scalar(1.5));
+  else p.tensor(T(d, {1024, 1024}, Layout::Contiguous, other_dom));
+  finish(p);
+  cases.push_back(perf_case(p.done()));
+  const bool plain = n.root == "maximum" || n.root == "minimum";
+  return variant(n, twin_of(n, plain ? "" : "Tensor"), cases);
+}
+
+// addcmul/addcdiv(self, t1, t2, value), lerp(self, end, weight)
+std::vector<Case> ternary(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  for (const auto& s : unary_shapes()) {
+    Builder b(s.label);
+    b.tensor(T(d, s.shape, s.layout));
+    b.tensor(T(d, s.shape));
+    if (n.root == "lerp") {
+      if (n.overload == "Tensor") b.tensor(T(d, s.shape, Layout::Contiguous, Domain::Unit));
+      else b.arg(Arg::scalar(0.3));
+    } else {
+      b.tensor(T(d, s.shape, Layout::Contiguous, n.root == "addcdiv" ? Domain::Positive : Domain::Any));
+      b.arg(Arg::scalar(-0.5));
+    }
+    b.c.strided_outputs = s.strided_out;
+    cases.push_back(b.done());
+  }
+  return variant(n, twin_of(n, n.root == "lerp" ? "Scalar" : ""), cases);
+}
+
+// threshold_backward(grad, self, threshold), sigmoid/tanh_backward(grad, output),
+// gelu_backward(grad, self, approximate), silu_backward(grad, self)
+std::vector<Case> activation_backward(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  int k = 0;
+  for (const auto& s : unary_shapes()) {
+    Builder b(s.label);
+    b.tensor(T(d, s.shape, s.layout));
+    b.tensor(T(d, s.shape, Layout::Contiguous, n.root == "sigmoid_backward" ? Domain::Unit : Domain::Any));
+    if (n.root == "threshold_backward") b.arg(Arg::scalar(0.0));
+    if (n.root == "gelu_backward") {
+      b.arg(Arg::string(k % 2 ? "tanh" : "none"));
+      b.c.label += k % 2 ? ", approximate=tanh" : ", approximate=none";
+    }
+    ++k;
+    b.c.strided_outputs = s.strided_out;
+    cases.push_back(b.done());
+  }
+  return variant(n, "aten::" + n.root, cases);
+}
+
+// fill_.Scalar, zero_, clone, copy_
+std::vector<Case> memory_ops(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  for (const auto& s : unary_shapes()) {
+    Builder b(s.label);
+    if (n.root == "copy") {
+      if (s.layout == Layout::Expanded) continue;
+      b.tensor(T(d, s.shape, s.layout));
+      b.tensor(T(d, s.shape, s.layout == Layout::Contiguous ? Layout::Transposed : Layout::Contiguous));
+      b.arg(Arg::boolean(false));
+    } else {
+      b.tensor(T(d, s.shape, s.layout));
+      if (n.root == "fill") b.arg(is_float(d) ? Arg::scalar(-1.25) : Arg::scalar_int(7));
+      if (n.root == "clone") b.arg(Arg::none());
+    }
+    b.c.strided_outputs = s.strided_out;
+    cases.push_back(b.done());
+  }
+  if (n.root == "copy") {
+    Builder b("broadcast 13 into 11x13");
+    b.tensor(T(d, {11, 13})).tensor(T(d, {13})).arg(Arg::boolean(false));
+    cases.push_back(b.done());
+    if (d.code != OPENREG_DTYPE_CODE_BOOL) {
+      Builder c("float64 source into this dtype");
+      c.tensor(T(d, {5, 7})).tensor(T(dt::float64, {5, 7})).arg(Arg::boolean(false));
+      cases.push_back(c.done());
+    }
+  }
+  return variant(n, "aten::" + n.root, cases);
+}
+
+// ------------------------------------------------------------ reductions
+
+std::vector<Case> reduction(const Name& n, openreg_dtype d) {
+  struct RS {
+    std::string label;
+    Shape shape;
+    Layout layout;
+    std::vector<int64_t> dims;
+    bool keepdim;
+  };
+  const bool index_op = n.root == "argmax" || n.root == "argmin" || (n.root == "max" && n.overload == "dim") ||
+                        (n.root == "min" && n.overload == "dim");
+  const std::vector<RS> shapes{
+      {"5x7x11 dim 1", {5, 7, 11}, Layout::Contiguous, {1}, false},
+      {"5x7x11 dim -1 keepdim", {5, 7, 11}, Layout::Contiguous, {-1}, true},
+      {"5x7x11 dims 0,2", {5, 7, 11}, Layout::Contiguous, {0, 2}, false},
+      {"11x13 transposed dim 0", {11, 13}, Layout::Transposed, {0}, false},
+      {"5x7x11 strided+offset dim 2", {5, 7, 11}, Layout::Gapped, {2}, false},
+      {"zero-size 0x3 dim 1", {0, 3}, Layout::Contiguous, {1}, false},
+      {"257x263 dim 1 (parallel path)", {257, 263}, Layout::Contiguous, {1}, false},
+      {"257x263 dim 0", {257, 263}, Layout::Contiguous, {0}, false},
+  };
+  std::vector<Case> cases;
+  for (const auto& s : shapes) {
+    if (index_op && s.dims.size() != 1) continue;
+    Builder b(s.label);
+    b.tensor(T(d, s.shape, s.layout));
+    if (n.root == "sum" && n.overload.empty()) {
+      b.arg(Arg::none());  // sum(self, dtype): everything
+      b.c.label = "all of " + shape_str(s.shape) + " " + layout_name(s.layout);
+    } else if (index_op && n.overload != "dim") {  // argmax(self, dim?, keepdim)
+      b.arg(Arg::integer(s.dims[0])).arg(Arg::boolean(s.keepdim));
+    } else if (index_op) {  // max.dim(self, dim, keepdim)
+      b.arg(Arg::integer(s.dims[0])).arg(Arg::boolean(s.keepdim));
+    } else {
+      b.arg(Arg::int_list(s.dims)).arg(Arg::boolean(s.keepdim));
+      if (n.root == "sum" || n.root == "mean") b.arg(Arg::none());
+    }
+    b.c.tol_scale = 10;
+    cases.push_back(b.done());
+  }
+  const int outputs = (n.root == "max" || n.root == "min") && !n.out && n.overload == "dim" ? 2 : 1;
+  std::string twin = n.root == "sum" ? "aten::sum.dim_IntList" : twin_of(n, n.root == "mean" ? "dim" : "");
+  return variant(n, twin, cases, outputs);
+}
+
+// ---------------------------------------------------------------- matmul
+
+std::vector<Case> matmul(const Name& n, openreg_dtype d) {
+  const bool batched = n.root == "bmm" || n.root == "baddbmm";
+  const bool add = n.root == "addmm" || n.root == "baddbmm";
+  struct MS {
+    std::string label;
+    int64_t m, k, nn;
+    Layout la, lb;
+    int self_kind;  // addmm: 0 full, 1 row vector, 2 0-dim
+  };
+  const std::vector<MS> shapes{
+      {"5x7 @ 7x11", 5, 7, 11, Layout::Contiguous, Layout::Contiguous, 0},
+      {"13x1 @ 1x17", 13, 1, 17, Layout::Contiguous, Layout::Contiguous, 1},
+      {"zero rows 0x7 @ 7x3", 0, 7, 3, Layout::Contiguous, Layout::Contiguous, 0},
+      {"zero inner 5x0 @ 0x3", 5, 0, 3, Layout::Contiguous, Layout::Contiguous, 0},
+      {"11x13 transposed @ 13x5", 11, 13, 5, Layout::Transposed, Layout::Contiguous, 1},
+      {"11x13 @ 13x5 transposed", 11, 13, 5, Layout::Contiguous, Layout::Transposed, 0},
+      {"strided+offset 7x5 @ 5x9", 7, 5, 9, Layout::Gapped, Layout::Gapped, 2},
+      {"67x131 @ 131x97", 67, 131, 97, Layout::Contiguous, Layout::Contiguous, 0},
+  };
+  std::vector<Case> cases;
+  for (const auto& s : shapes) {
+    Builder b(s.label);
+    const int64_t bt = 3;
+    auto shape2 = [&](int64_t r, int64_t c) { return batched ? Shape{bt, r, c} : Shape{r, c}; };
+    if (add) {
+      Shape self = s.self_kind == 0 ? shape2(s.m, s.nn) : s.self_kind == 1 ? Shape{s.nn} : Shape{};
+      b.tensor(T(d, self));
+    }
+    b.tensor(T(d, shape2(s.m, s.k), s.la));
+    b.tensor(T(d, shape2(s.k, s.nn), s.lb));
+    if (add) b.arg(Arg::scalar(0.5)).arg(Arg::scalar(2.0));
+    b.c.tol_scale = 20;
+    b.c.strided_outputs = s.la == Layout::Gapped;  // outputs may be strided too
+    if (n.inplace && add && s.self_kind != 0) continue;
+    cases.push_back(b.done());
+  }
+  Builder p("512x512 @ 512x512 (perf)");
+  const Shape sq = batched ? Shape{8, 256, 256} : Shape{512, 512};
+  if (add) p.tensor(T(d, sq));
+  p.tensor(T(d, sq)).tensor(T(d, sq));
+  if (add) p.arg(Arg::scalar(0.5)).arg(Arg::scalar(2.0));
+  cases.push_back(perf_case(p.done()));
+  return variant(n, "aten::" + n.root, cases);
+}
+
+// ----------------------------------------------------- softmax and losses
+
+std::vector<Case> softmax(const Name& n, openreg_dtype d) {
+  const bool backward = n.root.find("backward") != std::string::npos;
+  struct SS {
+    std::string label;
+    Shape shape;
+    Layout layout;
+    int64_t dim;
+  };
+  const std::vector<SS> shapes{
+      {"5x7x11 dim 1", {5, 7, 11}, Layout::Contiguous, 1},
+      {"5x7x11 dim -1", {5, 7, 11}, Layout::Contiguous, -1},
+      {"11x13 transposed dim -1", {11, 13}, Layout::Transposed, -1},
+      {"5x7x11 strided+offset dim 0", {5, 7, 11}, Layout::Gapped, 0},
+      {"zero-size 0x3 dim 1", {0, 3}, Layout::Contiguous, 1},
+      {"0-dim dim 0", {}, Layout::Contiguous, 0},
+      {"257x263 dim 1 (parallel path)", {257, 263}, Layout::Contiguous, 1},
+  };
+  std::vector<Case> cases;
+  for (const auto& s : shapes) {
+    Builder b(s.label);
+    if (backward) {
+      b.tensor(T(d, s.shape, s.layout));
+      b.tensor(T(d, s.shape, Layout::Contiguous, n.root == "_softmax_backward_data" ? Domain::Unit : Domain::Any));
+      b.arg(Arg::integer(s.dim)).arg(Arg::dtype_of(d));
+    } else {
+      b.tensor(T(d, s.shape, s.layout)).arg(Arg::integer(s.dim)).arg(Arg::boolean(false));
+    }
+    b.c.tol_scale = 10;
+    cases.push_back(b.done());
+  }
+  return variant(n, "aten::" + n.root, cases);
+}
+
+std::vector<Case> mse(const Name& n, openreg_dtype d) {
+  const bool backward = n.root == "mse_loss_backward";
+  std::vector<Case> cases;
+  const std::vector<std::pair<std::string, Shape>> shapes{{"5x7x11", {5, 7, 11}}, {"257x263", {257, 263}}, {"zero-size 0x3", {0, 3}}};
+  for (const auto& s : shapes) {
+    for (int64_t reduction : {0, 1, 2}) {
+      Builder b(s.first + (reduction == 0 ? " reduction=none" : reduction == 1 ? " reduction=mean" : " reduction=sum"));
+      if (backward) b.tensor(T(d, reduction == 0 ? s.second : Shape{}));
+      b.tensor(T(d, s.second, s.first == "5x7x11" ? Layout::Gapped : Layout::Contiguous));
+      b.tensor(T(d, s.second));
+      b.arg(Arg::integer(reduction));
+      b.c.tol_scale = 10;
+      cases.push_back(b.done());
+    }
+  }
+  return variant(n, "aten::" + n.root, cases);
+}
+
+std::vector<Case> nll(const Name& n, openreg_dtype d) {
+  const bool backward = n.root == "nll_loss_backward";
+  std::vector<Case> cases;
+  const int64_t N = 13, C = 7;
+  for (int64_t reduction : {0, 1, 2}) {
+    for (int variant_kind = 0; variant_kind < 3; ++variant_kind) {  // plain, weight, ignore_index=2
+      Builder b(std::string("13x7 ") + (reduction == 0 ? "none" : reduction == 1 ? "mean" : "sum") +
+                (variant_kind == 1 ? ", weight" : variant_kind == 2 ? ", ignore_index=2" : ""));
+      if (backward) b.tensor(T(d, reduction == 0 ? Shape{N} : Shape{}));
+      b.tensor(T(d, {N, C}));
+      TensorSpec target = T(dt::int64, {N}, Layout::Contiguous, Domain::Index);
+      target.hi = C;
+      b.tensor(target);
+      b.optional_tensor(variant_kind == 1, T(d, {C}, Layout::Contiguous, Domain::Positive));
+      b.arg(Arg::integer(reduction)).arg(Arg::integer(variant_kind == 2 ? 2 : -100));
+      if (backward) b.tensor(T(d, {}, Layout::Contiguous, Domain::Positive));
+      b.c.tol_scale = 10;
+      cases.push_back(b.done());
+    }
+  }
+  return variant(n, "aten::" + n.root, cases, backward ? 1 : 2);
+}
+
+// ----------------------------------------------------- normalisation
+
+std::vector<Case> layer_norm(const Name& n, openreg_dtype d) {
+  const bool backward = n.root == "native_layer_norm_backward";
+  struct LS {
+    std::string label;
+    Shape shape;
+    Shape norm;
+    Layout layout;
+    bool affine;
+    std::vector<int64_t> mask;
+  };
+  const std::vector<LS> shapes{
+      {"5x7x11 over 11, affine", {5, 7, 11}, {11}, Layout::Contiguous, true, {1, 1, 1}},
+      {"5x7x11 over 7x11, affine", {5, 7, 11}, {7, 11}, Layout::Contiguous, true, {1, 1, 1}},
+      {"5x7x11 over 11, no affine", {5, 7, 11}, {11}, Layout::Contiguous, false, {1, 0, 0}},
+      {"strided+offset 5x7x11 over 11", {5, 7, 11}, {11}, Layout::Gapped, true, {1, 1, 0}},
+      {"257x263 over 263 (parallel path)", {257, 263}, {263}, Layout::Contiguous, true, {1, 1, 1}},
+      {"zero-size 0x11 over 11", {0, 11}, {11}, Layout::Contiguous, true, {1, 0, 0}},
+  };
+  std::vector<Case> cases;
+  for (const auto& s : shapes) {
+    Builder b(s.label);
+    Shape stat = s.shape;
+    for (size_t i = stat.size() - s.norm.size(); i < stat.size(); ++i) stat[i] = 1;
+    if (backward) b.tensor(T(d, s.shape));
+    b.tensor(T(d, s.shape, s.layout));
+    b.arg(Arg::int_list(s.norm));
+    if (backward) {
+      b.tensor(T(d, stat)).tensor(T(d, stat, Layout::Contiguous, Domain::Positive));
+    }
+    b.optional_tensor(s.affine, T(d, s.norm)).optional_tensor(s.affine, T(d, s.norm));
+    if (backward) b.arg(Arg::bool_list(s.mask));
+    else b.arg(Arg::real(1e-5));
+    b.c.tol_scale = 50;
+    cases.push_back(b.done());
+  }
+  return variant(n, "aten::" + n.root, cases, 3);
+}
+
+std::vector<Case> batch_norm(const Name& n, openreg_dtype d) {
+  const bool backward = n.root == "native_batch_norm_backward";
+  std::vector<Case> cases;
+  struct BS {
+    std::string label;
+    Shape shape;
+    Layout layout;
+    bool training, affine, running;
+  };
+  const std::vector<BS> shapes{
+      {"4x3x5x7 training, affine, running stats", {4, 3, 5, 7}, Layout::Contiguous, true, true, true},
+      {"4x3x5x7 training, no running stats", {4, 3, 5, 7}, Layout::Contiguous, true, true, false},
+      {"4x3x5x7 eval", {4, 3, 5, 7}, Layout::Contiguous, false, true, true},
+      {"strided+offset 4x3x5x7 training", {4, 3, 5, 7}, Layout::Gapped, true, true, true},
+      {"13x5 (1-d batch norm) training, no affine", {13, 5}, Layout::Contiguous, true, false, true},
+      {"32x16x15x15 training (parallel path)", {32, 16, 15, 15}, Layout::Contiguous, true, true, true},
+  };
+  for (const auto& s : shapes) {
+    const int64_t C = s.shape[1];
+    Builder b(s.label);
+    if (!backward) {
+      b.tensor(T(d, s.shape, s.layout));
+      b.optional_tensor(s.affine, T(d, {C})).optional_tensor(s.affine, T(d, {C}));
+      b.optional_tensor(s.running, T(d, {C})).optional_tensor(s.running, T(d, {C}, Layout::Contiguous, Domain::Positive));
+      if (!s.running && !s.training) continue;
+      b.arg(Arg::boolean(s.training)).arg(Arg::real(0.1)).arg(Arg::real(1e-5));
+      if (s.running && s.training) b.c.mutated = {3, 4};  // running_mean, running_var
+      if (!s.training) b.c.skip_outputs = {1, 2};         // saved statistics: unused in eval
+    } else {
+      b.tensor(T(d, s.shape)).tensor(T(d, s.shape, s.layout));
+      b.optional_tensor(s.affine, T(d, {C}));
+      b.optional_tensor(s.running, T(d, {C})).optional_tensor(s.running, T(d, {C}, Layout::Contiguous, Domain::Positive));
+      b.optional_tensor(s.training, T(d, {C})).optional_tensor(s.training, T(d, {C}, Layout::Contiguous, Domain::Positive));
+      if (!s.training && !s.running) continue;
+      b.arg(Arg::boolean(s.training)).arg(Arg::real(1e-5)).arg(Arg::bool_list({1, s.affine ? 1 : 0, s.affine ? 1 : 0}));
+    }
+    b.c.tol_scale = 50;
+    cases.push_back(b.done());
+  }
+  return variant(n, "aten::" + n.root, cases, 3);
+}
+
+// ------------------------------------------------ convolution and pooling
+
+struct ConvShape {
+  std::string label;
+  int64_t N, C, H, W, O, kh, kw, stride, pad, dil, groups;
+  bool bias;
+  bool transposed;
+};
+
+int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t dil) { return (in + 2 * p - dil * (k - 1) - 1) / s + 1; }
+
+std::vector<Case> convolution(const Name& n, openreg_dtype d) {
+  const bool backward = n.root == "convolution_backward";
+  const std::vector<ConvShape> shapes{
+      {"2x3x11x13, 5x3x3x3, pad 1", 2, 3, 11, 13, 5, 3, 3, 1, 1, 1, 1, true, false},
+      {"2x3x11x13, stride 2, no bias", 2, 3, 11, 13, 5, 3, 3, 2, 0, 1, 1, false, false},
+      {"1x4x9x9, dilation 2, pad 2", 1, 4, 9, 9, 3, 3, 3, 1, 2, 2, 1, true, false},
+      {"2x6x7x7, groups 3", 2, 6, 7, 7, 6, 3, 3, 1, 1, 1, 3, true, false},
+      {"3x5x7x11, 1x1 kernel", 3, 5, 7, 11, 7, 1, 1, 1, 0, 1, 1, true, false},
+      {"zero batch 0x3x7x7", 0, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, true, false},
+      {"8x16x15x15, 16x16x3x3 (parallel path)", 8, 16, 15, 15, 16, 3, 3, 1, 1, 1, 1, true, false},
+      {"transposed 2x4x5x5 -> 3, stride 2", 2, 4, 5, 5, 3, 3, 3, 2, 1, 1, 1, true, true},
+  };
+  std::vector<Case> cases;
+  for (const auto& s : shapes) {
+    Builder b(s.label);
+    const Shape weight = s.transposed ? Shape{s.C, s.O / s.groups, s.kh, s.kw} : Shape{s.O, s.C / s.groups, s.kh, s.kw};
+    const Shape input{s.N, s.C, s.H, s.W};
+    int64_t Ho, Wo;
+    if (s.transposed) {
+      Ho = (s.H - 1) * s.stride - 2 * s.pad + s.dil * (s.kh - 1) + 1;
+      Wo = (s.W - 1) * s.stride - 2 * s.pad + s.dil * (s.kw - 1) + 1;
+    } else {
+      Ho = conv_out(s.H, s.kh, s.stride, s.pad, s.dil);
+      Wo = conv_out(s.W, s.kw, s.stride, s.pad, s.dil);
+    }
+    if (backward) b.tensor(T(d, {s.N, s.O, Ho, Wo}));
+    b.tensor(T(d, input)).tensor(T(d, weight));
+    if (backward) b.arg(s.bias ? Arg::int_list({s.O}) : Arg::none());
+    else b.optional_tensor(s.bias, T(d, {s.O}));
+    b.arg(Arg::int_list({s.stride, s.stride})).arg(Arg::int_list({s.pad, s.pad})).arg(Arg::int_list({s.dil, s.dil}));
+    b.arg(Arg::boolean(s.transposed)).arg(Arg::int_list({0, 0})).arg(Arg::integer(s.groups));
+    if (backward) b.arg(Arg::bool_list({1, 1, s.bias ? 1 : 0}));
+    b.c.tol_scale = 50;
+    cases.push_back(b.done());
+  }
+  Builder p("32x64x56x56, 64x64x3x3 (perf)");
+  if (backward) p.tensor(T(d, {32, 64, 56, 56}));
+  p.tensor(T(d, {32, 64, 56, 56})).tensor(T(d, {64, 64, 3, 3}));
+  if (backward) p.arg(Arg::int_list({64}));
+  else p.tensor(T(d, {64}));
+  p.arg(Arg::int_list({1, 1})).arg(Arg::int_list({1, 1})).arg(Arg::int_list({1, 1}));
+  p.arg(Arg::boolean(false)).arg(Arg::int_list({0, 0})).arg(Arg::integer(1));
+  if (backward) p.arg(Arg::bool_list({1, 1, 1}));
+  cases.push_back(perf_case(p.done()));
+  return variant(n, "aten::" + n.root, cases, backward ? 3 : 1);
+}
+
+std::vector<Case> pooling(const Name& n, openreg_dtype d) {
+  const bool backward = n.root.find("backward") != std::string::npos;
+  const bool maxpool = n.root.rfind("max_pool2d", 0) == 0;
+  struct PS {
+    std::string label;
+    Shape shape;
+    int64_t k, s, p, dil;
+    bool ceil;
+    Layout layout;
+  };
+  const std::vector<PS> shapes{
+      {"2x3x11x13 k3 s2 p1", {2, 3, 11, 13}, 3, 2, 1, 1, false, Layout::Contiguous},
+      {"2x3x11x13 k2 s2", {2, 3, 11, 13}, 2, 2, 0, 1, false, Layout::Contiguous},
+      {"2x3x11x13 k3 s2 ceil_mode", {2, 3, 11, 13}, 3, 2, 0, 1, true, Layout::Contiguous},
+      {"3x11x13 (no batch) k2 s1", {3, 11, 13}, 2, 1, 0, 1, false, Layout::Contiguous},
+      {"strided+offset 2x3x9x9 k3 s3", {2, 3, 9, 9}, 3, 3, 0, 1, false, Layout::Gapped},
+      {"2x3x11x13 k3 s1 dilation 2", {2, 3, 11, 13}, 3, 1, 0, 2, false, Layout::Contiguous},
+      {"16x32x28x28 k2 s2 (parallel path)", {16, 32, 28, 28}, 2, 2, 0, 1, false, Layout::Contiguous},
+  };
+  std::vector<Case> cases;
+  for (const auto& s : shapes) {
+    if (!maxpool && s.dil != 1) continue;
+    const size_t nd = s.shape.size();
+    const int64_t H = s.shape[nd - 2], W = s.shape[nd - 1];
+    auto out_size = [&](int64_t in) {
+      int64_t num = in + 2 * s.p - s.dil * (s.k - 1) - 1 + (s.ceil ? s.s - 1 : 0);
+      int64_t o = num / s.s + 1;
+      if (s.ceil && (o - 1) * s.s >= in + s.p) --o;
+      return o;
+    };
+    Shape out = s.shape;
+    out[nd - 2] = out_size(H);
+    out[nd - 1] = out_size(W);
+    Builder b(s.label);
+    if (backward) b.tensor(T(d, out));
+    b.tensor(T(d, s.shape, s.layout));
+    b.arg(Arg::int_list({s.k, s.k})).arg(Arg::int_list({s.s, s.s})).arg(Arg::int_list({s.p, s.p}));
+    if (maxpool) {
+      b.arg(Arg::int_list({s.dil, s.dil})).arg(Arg::boolean(s.ceil));
+      if (backward) {
+        TensorSpec idx = T(dt::int64, out, Layout::Contiguous, Domain::Index);
+        idx.hi = H * W;
+        b.tensor(idx);
+      }
+    } else {
+      b.arg(Arg::boolean(s.ceil)).arg(Arg::boolean(true)).arg(Arg::none());
+    }
+    cases.push_back(b.done());
+  }
+  return variant(n, "aten::" + n.root, cases, maxpool && !backward ? 2 : 1);
+}
+
+// ------------------------------------------------------------ foreach ops
+
+// _foreach_<op>[_].{Scalar,List,ScalarList}: lists of three tensors of different shapes.
+std::vector<Case> foreach_op(const Name& n, openreg_dtype d) {
+  const std::string op = n.root.substr(std::string("_foreach_").size());
+  const std::vector<std::pair<Shape, Layout>> shapes{{{5, 7}, Layout::Contiguous}, {{11}, Layout::Contiguous},
+                                                     {{3, 13}, Layout::Transposed}, {{0, 2}, Layout::Contiguous}};
+  Case c;
+  c.label = "list of 5x7, 11, 13x3 transposed, 0x2";
+  auto list = [&](Domain dom) {
+    std::vector<int> idx;
+    for (const auto& s : shapes) {
+      c.tensors.push_back(T(d, s.first, s.second, dom));
+      idx.push_back(static_cast<int>(c.tensors.size()) - 1);
+    }
+    c.args.push_back(Arg::tensor_list(idx));
+    return idx;
+  };
+  std::vector<int> self = list(op == "sqrt" || op == "div" ? Domain::Positive : Domain::Any);
+  const bool ternary_op = op == "addcmul" || op == "addcdiv";
+  if (n.overload == "List" || ternary_op || op == "lerp") list(op == "div" ? Domain::Positive : Domain::Any);
+  if (ternary_op) list(op == "addcdiv" ? Domain::Positive : Domain::Any);
+  if (n.overload == "Scalar") c.args.push_back(Arg::scalar(op == "lerp" ? 0.3 : -0.75));
+  if (n.overload == "List" && (op == "add" || op == "sub")) c.args.push_back(Arg::scalar(0.5));
+  if (n.overload == "ScalarList") c.args.push_back(Arg{});  // unsupported below
+  if (n.overload == "ScalarList") return {};
+  if (n.inplace) {
+    c.num_outputs = 0;
+    c.mutated = self;
+  } else {
+    c.num_outputs = static_cast<int>(shapes.size());
+  }
+  return {c};
+}
+
+using Family = std::function<std::vector<Case>(const Name&, openreg_dtype)>;
+
+struct FamilyInfo {
+  Family make;
+  const std::vector<openreg_dtype>* dtypes;
+};
+
+const std::map<std::string, FamilyInfo>& families() {
+  static const std::map<std::string, FamilyInfo> table = [] {
+    std::map<std::string, FamilyInfo> t;
+    for (const char* op : {"neg", "abs", "relu", "sign"}) t[op] = {unary, &kNumeric};
+    for (const char* op : {"exp", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sigmoid", "tanh", "gelu", "silu",
+                           "sin", "cos", "erf", "reciprocal", "floor", "ceil", "round", "trunc", "leaky_relu",
+                           "hardtanh", "clamp", "pow"})
+      t[op] = {unary, &kFloats};
+    for (const char* op : {"add", "sub", "mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge"})
+      t[op] = {binary, &kNumeric};
+    t["div"] = {binary, &kNumeric};
+    for (const char* op : {"addcmul", "addcdiv", "lerp"}) t[op] = {ternary, &kFloats};
+    for (const char* op : {"threshold_backward", "sigmoid_backward", "tanh_backward", "gelu_backward", "silu_backward"})
+      t[op] = {activation_backward, &kFloats};
+    for (const char* op : {"fill", "zero", "clone", "copy"}) t[op] = {memory_ops, &kAll};
+    for (const char* op : {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin"}) t[op] = {reduction, &kNumeric};
+    t["mean"] = {reduction, &kFloats};
+    for (const char* op : {"mm", "addmm", "bmm", "baddbmm"}) t[op] = {matmul, &kFloats};
+    for (const char* op : {"_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data"})
+      t[op] = {softmax, &kFloats};
+    for (const char* op : {"mse_loss", "mse_loss_backward"}) t[op] = {mse, &kFloats};
+    for (const char* op : {"nll_loss_forward", "nll_loss_backward"}) t[op] = {nll, &kFloats};
+    for (const char* op : {"native_layer_norm", "native_layer_norm_backward"}) t[op] = {layer_norm, &kFloats};
+    for (const char* op : {"native_batch_norm", "native_batch_norm_backward"}) t[op] = {batch_norm, &kFloats};
+    for (const char* op : {"convolution", "convolution_backward"}) t[op] = {convolution, &kFloats};
+    for (const char* op : {"max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d",
+                           "avg_pool2d_backward"})
+      t[op] = {pooling, &kFloats};
+    for (const char* op : {"_foreach_add", "_foreach_sub", "_foreach_mul", "_foreach_div", "_foreach_addcmul",
+                           "_foreach_addcdiv", "_foreach_lerp", "_foreach_sqrt", "_foreach_neg", "_foreach_zero"})
+      t[op] = {foreach_op, &kFloats};
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+std::vector<openreg_dtype> natural_dtypes(const std::string& op) {
+  auto it = families().find(parse(op).root);
+  return it == families().end() ? std::vector<openreg_dtype>{} : *it->second.dtypes;
+}
+
+OpCases cases_for(const std::string& op, openreg_dtype dtype) {
+  OpCases out;
+  const Name n = parse(op);
+  auto it = families().find(n.root);
+  if (it == families().end()) return out;
+  out.known = true;
+  out.dtypes = *it->second.dtypes;
+  out.cases = it->second.make(n, dtype);
+  if (out.cases.empty()) out.known = false;
+  return out;
+}
+
+}  // namespace conformance

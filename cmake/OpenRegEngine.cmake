@@ -34,6 +34,11 @@ function(openreg_add_engine name)
     VISIBILITY_INLINES_HIDDEN ON
     POSITION_INDEPENDENT_CODE ON
     LINK_DEPENDS ${OPENREG_ENGINE_MAP})
+  # An engine built without optimisation is 10-50x slower and looks broken in
+  # benchmarks: with no build type chosen, build it optimised anyway.
+  if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+    target_compile_options(${target} PRIVATE -O2)
+  endif()
   if(OPENREG_ENGINE_OUTPUT_DIRECTORY)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${OPENREG_ENGINE_OUTPUT_DIRECTORY})
   endif()

@@ -1,0 +1,144 @@
+"""The engine SDK from an engine author's side: the ABI-level conformance tool
+(openreg-conformance) catches wrong engines, every engine library exports only its
+entry symbol, the third-party example trains, and docs/coverage.md is current."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import openreg
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLE = os.path.join(ROOT, "examples", "third_party_engine")
+TOOL = os.path.join(openreg.cmake_prefix_path, "bin", "openreg-conformance")
+
+
+def _conformance(engine: str, *extra: str) -> subprocess.CompletedProcess:
+    assert os.path.isfile(TOOL), f"{TOOL} is not installed (the package was built without GoogleTest)"
+    return subprocess.run([TOOL, f"--engine={engine}", "--gtest_brief=1", *extra],
+                          capture_output=True, text=True, timeout=600)
+
+
+def _build_variant(tmp_path, name: str, edits: dict) -> str:
+    """Copies the example engine, applies text edits {file: [(old, new)]}, builds it
+    out of tree against the installed SDK and returns the library's path."""
+    src = tmp_path / name
+    shutil.copytree(EXAMPLE, src)
+    for fname, subs in edits.items():
+        text = (src / fname).read_text()
+        for old, new in subs:
+            assert old in text, f"{fname} no longer contains {old!r}; update this test"
+            text = text.replace(old, new)
+        (src / fname).write_text(text)
+    build = src / "build"
+    for cmd in (["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja",
+                 f"-DCMAKE_PREFIX_PATH={openreg.cmake_prefix_path}"],
+                ["cmake", "--build", str(build), "-j2"]):
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+    return str(build / "libopenreg_engine_my_engine.so")
+
+
+def test_conformance_passes_the_example_engine(third_party_engine):
+    r = _conformance(third_party_engine, "--strict")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    for op in ("aten::add.Tensor", "aten::add_.Tensor", "aten::mul.Tensor", "aten::relu", "aten::mm"):
+        assert re.search(rf"^{re.escape(op)}\s+float32\s+pass\b", r.stdout, re.M), r.stdout[-3000:]
+    assert "0 FAIL" in r.stdout
+
+
+def test_conformance_catches_wrong_values_and_ignored_output_strides(tmp_path):
+    bad = _build_variant(tmp_path, "bad", {
+        # relu that keeps small negatives: wrong values
+        "ops_elementwise.cpp": [("return x > T(0) || x != x ? x : T(0);", "return x > T(-0.5) || x != x ? x : T(0);")],
+        # mm that writes a dense output whatever its strides
+        "ops_matmul.cpp": [("const int64_t cs0 = out.stride(0), cs1 = out.stride(1);",
+                            "const int64_t cs0 = N, cs1 = 1;")],
+    })
+    r = _conformance(bad)
+    assert r.returncode == 1, r.stdout[-3000:]
+    assert re.search(r"^aten::relu\s+float32\s+FAIL", r.stdout, re.M), r.stdout[-3000:]
+    assert re.search(r"^aten::mm\s+float32\s+FAIL", r.stdout, re.M), r.stdout[-3000:]
+    assert "differ from the reference" in r.stdout
+    assert "outside the elements of output 0" in r.stdout
+    # The ops that are still right keep passing: failures are per op and dtype.
+    assert re.search(r"^aten::add\.Tensor\s+float32\s+pass\b", r.stdout, re.M)
+
+
+def test_conformance_catches_a_kernel_that_writes_its_input(tmp_path):
+    bad = _build_variant(tmp_path, "writes_input", {
+        "ops_elementwise.cpp": [(
+            "void relu(const sdk::Call& call) {\n  sdk::Tensor a = call.tensor(0), out = call.output(0);",
+            "void relu(const sdk::Call& call) {\n  sdk::Tensor a = call.tensor(0), out = call.output(0);\n"
+            "  if (a.numel() > 0) *static_cast<char*>(static_cast<void*>(a.bytes())) ^= 1;")],
+    })
+    r = _conformance(bad, "--op=relu")
+    assert r.returncode == 1, r.stdout[-3000:]
+    assert "modified input tensor 0" in r.stdout
+
+
+def test_declined_calls_are_reported_not_failed(tmp_path):
+    picky = _build_variant(tmp_path, "picky", {
+        "ops_matmul.cpp": [('OPENREG_SDK_REQUIRE(a.dim() == 2 && b.dim() == 2, "mm: 2-d inputs only");',
+                            'OPENREG_SDK_REQUIRE(a.is_contiguous() && b.is_contiguous(), "mm: contiguous only");')],
+    })
+    r = _conformance(picky, "--op=mm")
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert re.search(r"^aten::mm\s+float32\s+pass\*\s.*unsupported.*contiguous only", r.stdout, re.M), r.stdout[-2000:]
+
+
+def test_conformance_support_and_perf_modes(third_party_engine):
+    r = _conformance(third_party_engine, "--mode=support", "--format=markdown")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("### my_engine")
+    assert re.search(r"^\| `aten::mm` \| ✓ \|  \|", r.stdout, re.M), r.stdout
+    r = _conformance(third_party_engine, "--mode=perf", "--op=relu", "--reps=1")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^aten::relu\s+float32\s.*\d+\.\d+x$", r.stdout, re.M), r.stdout
+
+
+def test_conformance_names_a_missing_engine():
+    r = _conformance("no_such_engine")
+    assert r.returncode == 2
+    assert "no engine named 'no_such_engine'" in r.stderr and "OPENREG_ENGINE_PATH" in r.stderr
+
+
+def _exported(path: str) -> set:
+    out = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, check=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.strip()}
+
+
+def test_every_engine_library_exports_only_its_entry_symbol(third_party_engine):
+    libs = [os.path.join(openreg.cmake_prefix_path, "lib", f)
+            for f in os.listdir(os.path.join(openreg.cmake_prefix_path, "lib"))
+            if f.startswith("libopenreg_engine_") and f.endswith(".so")]
+    assert any(p.endswith("libopenreg_engine_aten_ref.so") for p in libs)
+    libs.append(third_party_engine)
+    for lib in libs:
+        assert _exported(lib) == {"openreg_engine_entry"}, lib
+
+
+def test_example_engine_trains_like_cpu(third_party_engine):
+    def train(device, env_extra):
+        env = dict(os.environ, **env_extra)
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train.py"), "--device", device,
+                            "--epochs", "3"], capture_output=True, text=True, timeout=600, env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return float(re.search(r"test accuracy: ([0-9.]+)%", r.stdout).group(1)), r.stdout
+
+    acc, out = train("openreg", {"OPENREG_ENGINE": third_party_engine})
+    acc_cpu, _ = train("cpu", {})
+    assert abs(acc - acc_cpu) <= 1.0, (acc, acc_cpu)
+    served = re.search(r"ops by engine: (.*)", out).group(1)
+    assert re.search(r"my_engine=\d+", served) and re.search(r"aten_ref=\d+", served), served
+
+
+def test_coverage_doc_is_current(third_party_engine):
+    env = dict(os.environ, OPENREG_TEST_THIRD_PARTY_ENGINE=third_party_engine)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "coverage.py"), "--check"],
+                       capture_output=True, text=True, timeout=900, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr

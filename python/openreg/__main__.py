@@ -1,4 +1,8 @@
-"""``python -m openreg info``: engines found, the active chain, the devices."""
+"""``python -m openreg info``: engines found, the active chain, the devices.
+
+``python -m openreg conformance <engine>``: compares an engine with torch CPU (see
+:mod:`openreg.conformance`). ``python -m openreg cmake-prefix-path``: the SDK prefix.
+"""
 
 import argparse
 import sys
@@ -27,11 +31,20 @@ def _info() -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "conformance":
+        # Its own parser: it passes unknown arguments through to the ABI binary.
+        from . import conformance
+
+        return conformance.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m openreg")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="print the engines found, the active chain and the devices")
     sub.add_parser("cmake-prefix-path",
                    help="print the CMAKE_PREFIX_PATH entry for find_package(openreg) (the engine SDK)")
+    sub.add_parser("conformance", add_help=False,
+                   help="compare an engine with torch CPU, op by op, forward and autograd "
+                        "(python -m openreg conformance --help)")
     args = parser.parse_args(argv)
     if args.command == "info":
         return _info()

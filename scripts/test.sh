@@ -6,7 +6,9 @@
 #     only, then checked by the ABI-level conformance suite;
 #  3. the pytest suite on the openreg device (it also runs the end-to-end
 #     conformance CLI and train.py on the third-party engine, and compiles the
-#     engine authoring guide's snippets in an empty folder).
+#     engine authoring guide's snippets in an empty folder);
+#  4. the device part of the pytest suite once more, with the third-party engine
+#     in front of aten_ref (pytest --engine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -28,3 +30,8 @@ echo "== pytest"
 export OPENREG_TEST_PARTIAL_ENGINE="$PWD/$BUILD_DIR/fixtures/libopenreg_engine_fixture_good.so"
 export OPENREG_TEST_THIRD_PARTY_ENGINE="$TP_ENGINE"
 "$PY" -m pytest tests/python -q -rs "$@"
+
+echo "== pytest again, on the third-party engine (--engine): the device must behave the same"
+"$PY" -m pytest tests/python -q -rs --engine "$TP_ENGINE" \
+  --ignore=tests/python/test_engine_sdk.py --ignore=tests/python/test_conformance_cli.py \
+  --ignore=tests/python/test_engine_authoring_doc.py "$@"

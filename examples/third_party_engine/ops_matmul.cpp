@@ -1,5 +1,8 @@
 // mm: a straightforward blocked loop, threaded over rows of the output through
 // the host's thread pool (never a thread pool of the engine's own).
+#include <algorithm>
+#include <vector>
+
 #include "ops.h"
 
 namespace my_engine {

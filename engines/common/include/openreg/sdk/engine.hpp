@@ -42,7 +42,16 @@ class EngineDef {
   // `kernel` for the listed dtypes of its first tensor argument ({}: any dtype).
   EngineDef& op(std::string name, std::initializer_list<openreg_dtype> dtypes, Kernel kernel,
                 SupportsCheck supports = nullptr) {
-    ops_.push_back(Op{std::move(name), std::vector<openreg_dtype>(dtypes), std::move(kernel), std::move(supports)});
+    ops_.push_back(Op{std::move(name), std::vector<openreg_dtype>(dtypes), std::move(kernel), std::move(supports), false});
+    return *this;
+  }
+  // Same, for an op whose kernel can size its own outputs: it also receives the
+  // calls flagged OPENREG_CALL_DYNAMIC_OUTPUTS (outputs unallocated; ask the host
+  // through call.raw()->alloc_output). Ops added with op() decline those calls.
+  EngineDef& dynamic_op(std::string name, std::initializer_list<openreg_dtype> dtypes, Kernel kernel,
+                        SupportsCheck supports = nullptr) {
+    op(std::move(name), dtypes, std::move(kernel), std::move(supports));
+    ops_.back().dynamic = true;
     return *this;
   }
   // Called once by init() (after the host table is stored); throw to fail init.
@@ -71,6 +80,7 @@ class EngineDef {
     std::vector<openreg_dtype> dtypes;
     Kernel kernel;
     SupportsCheck supports;
+    bool dynamic;  // takes OPENREG_CALL_DYNAMIC_OUTPUTS calls
   };
 
   void build() {
@@ -105,7 +115,12 @@ class EngineDef {
     OPENREG_SDK_CHECK(call->op_index >= 0 && static_cast<size_t>(call->op_index) < ops_.size(), name_,
                       ": op index ", call->op_index, " for ", call->op_name ? call->op_name : "?",
                       " is outside the op table (", ops_.size(), " entries)");
-    return ops_[static_cast<size_t>(call->op_index)];
+    const Op& op = ops_[static_cast<size_t>(call->op_index)];
+    // Unallocated outputs would reach a kernel that writes through them: decline.
+    if ((call->flags & OPENREG_CALL_DYNAMIC_OUTPUTS) && !op.dynamic)
+      unsupported(str(op.name, ": this call needs the engine to size its outputs (OPENREG_CALL_DYNAMIC_OUTPUTS); "
+                               "register the op with dynamic_op() to accept such calls"));
+    return op;
   }
 
   static openreg_status abi_init(void* ctx, const openreg_host* host, int32_t negotiated_minor) {

@@ -1,0 +1,137 @@
+"""``python -m openreg conformance <engine>``: engine vs torch CPU through the device.
+
+Runs the CLI in subprocesses on the third-party example engine (must pass), on a
+deliberately wrong engine built here against the installed SDK (must be caught),
+and on an engine that does not exist (a usage error).
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+WRONG_ENGINE_CMAKE = """\
+cmake_minimum_required(VERSION 3.18)
+project(wrong_engine LANGUAGES CXX)
+find_package(openreg REQUIRED)
+openreg_add_engine(wrong_engine SOURCES engine.cpp)
+"""
+
+# relu keeps negative values; add ignores alpha. Both advertise float32 only.
+WRONG_ENGINE_CPP = """\
+#include <openreg/sdk.hpp>
+
+namespace sdk = openreg::sdk;
+
+namespace {
+void relu(const sdk::Call& call) {
+  sdk::Tensor a = call.tensor(0), out = call.output(0);
+  sdk::unary_map<float>(call.host(), out, a, [](float x) { return x; });
+}
+
+void add(const sdk::Call& call) {
+  sdk::Tensor a = call.tensor(0), b = call.tensor(1), out = call.output(0);
+  OPENREG_SDK_REQUIRE(sdk::same_dtype(a.dtype(), out.dtype()) && sdk::same_dtype(b.dtype(), out.dtype()),
+                      "wrong_engine: float32 operands only");
+  sdk::binary_map<float>(call.host(), out, a, b, [](float x, float y) { return x + y; });
+}
+}  // namespace
+
+extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int32_t, int32_t) {
+  static sdk::EngineDef engine = [] {
+    sdk::EngineDef e("wrong_engine", "0.0.1");
+    e.op("aten::relu", {sdk::dtypes::float32}, relu);
+    e.op("aten::add.Tensor", {sdk::dtypes::float32}, add);
+    return e;
+  }();
+  return engine.table();
+}
+"""
+
+RESULTS = {"pass", "FAIL", "unsupported", "no case"}
+
+
+def parse_table(stdout):
+    """{(op, dtype): (result, detail)} from the CLI's table."""
+    rows = {}
+    for line in stdout.splitlines():
+        parts = re.split(r"\s{2,}", line.strip(), maxsplit=3)
+        if len(parts) >= 3 and parts[0].startswith("aten::") and parts[2] in RESULTS:
+            rows[(parts[0], parts[1])] = (parts[2], parts[3] if len(parts) > 3 else "")
+    return rows
+
+
+def conformance(run_command, *args):
+    return run_command([sys.executable, "-m", "openreg", "conformance", *args])
+
+
+@pytest.fixture(scope="module")
+def wrong_engine(tmp_path_factory, openreg):
+    """A tiny engine whose relu and add are wrong, built with find_package(openreg)."""
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed")
+    src = tmp_path_factory.mktemp("wrong_engine_src")
+    (src / "CMakeLists.txt").write_text(WRONG_ENGINE_CMAKE)
+    (src / "engine.cpp").write_text(WRONG_ENGINE_CPP)
+    build = src / "build"
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    for argv in (
+        ["cmake", "-S", str(src), "-B", str(build), *generator, f"-DCMAKE_PREFIX_PATH={openreg.cmake_prefix_path}"],
+        ["cmake", "--build", str(build), "-j", "2"],
+    ):
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, f"building the wrong engine failed:\n{proc.stdout}\n{proc.stderr}"
+    return str(build / "libopenreg_engine_wrong_engine.so")
+
+
+def test_example_engine_passes(third_party_engine, run_command, describe):
+    proc = conformance(run_command, third_party_engine)
+    assert proc.returncode == 0, describe(proc)
+    rows = parse_table(proc.stdout)
+    assert rows[("aten::add.Tensor", "float32")][0] == "pass", describe(proc)
+    assert rows[("aten::mm", "float32")][0] == "pass", describe(proc)
+    assert "autograd ok" in rows[("aten::mm", "float32")][1], describe(proc)
+    assert {result for result, _ in rows.values()} <= {"pass", "unsupported"}, describe(proc)
+    # Every op x dtype of the table has its row.
+    for op in ("aten::add.Tensor", "aten::add_.Tensor", "aten::mul.Tensor", "aten::relu"):
+        for dtype in ("float32", "float64"):
+            assert (op, dtype) in rows, describe(proc)
+    assert re.search(r"\b0 FAIL\b", proc.stdout), describe(proc)
+
+
+def test_wrong_engine_is_caught(wrong_engine, run_command, describe):
+    proc = conformance(run_command, wrong_engine)
+    assert proc.returncode == 1, describe(proc)
+    rows = parse_table(proc.stdout)
+    result, detail = rows[("aten::relu", "float32")]
+    assert result == "FAIL" and "max abs err" in detail, describe(proc)
+    result, detail = rows[("aten::add.Tensor", "float32")]
+    assert result == "FAIL" and "alpha" in detail, describe(proc)
+
+
+def test_filters_select_rows(third_party_engine, run_command, describe):
+    proc = conformance(run_command, third_party_engine, "--op", "aten::mm", "--dtype", "float32,float64")
+    assert proc.returncode == 0, describe(proc)
+    assert list(parse_table(proc.stdout)) == [("aten::mm", "float32")], describe(proc)
+
+
+def test_unknown_engine_is_a_usage_error(run_command, describe):
+    proc = conformance(run_command, "no_such_engine")
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, describe(proc)
+    assert "no_such_engine" in lines[0] and "Traceback" not in proc.stderr, describe(proc)
+    assert "available" in lines[0], describe(proc)  # the remedy: the engines one can name
+
+
+def test_abi_mode_without_the_binary(openreg, monkeypatch, tmp_path, capsys):
+    from openreg import conformance as cli
+
+    monkeypatch.setattr(openreg, "cmake_prefix_path", str(tmp_path))
+    assert cli.main(["--abi", "aten_ref", "--mode=support"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "GoogleTest" in err[0] and "libgtest-dev" in err[0]
+    assert os.path.join("bin", "openreg-conformance") in err[0]

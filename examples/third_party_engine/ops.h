@@ -7,8 +7,7 @@ namespace my_engine {
 namespace sdk = openreg::sdk;
 
 // ops_elementwise.cpp
-void add(const sdk::Call& call);       // aten::add.Tensor(self, other, *, alpha=1)
-void add_(const sdk::Call& call);      // aten::add_.Tensor(self!, other, *, alpha=1)
+void add(const sdk::Call& call);       // aten::add.Tensor and aten::add_.Tensor(self, other, *, alpha=1)
 void mul(const sdk::Call& call);       // aten::mul.Tensor(self, other)
 void relu(const sdk::Call& call);      // aten::relu(self)
 

@@ -16,9 +16,11 @@ void require_same_dtype(const sdk::Call& call, const sdk::Tensor& out, const sdk
 // A Python number as `other` arrives as a 0-dim tensor of its own dtype (a
 // "wrapped number" that does not take part in type promotion): read it once.
 bool is_scalar_operand(const sdk::Tensor& t) { return t.dim() == 0; }
+}  // namespace
 
-void add_into(const sdk::Call& call, const sdk::Tensor& out) {
-  sdk::Tensor a = call.tensor(0), b = call.tensor(1);
+// Serves add_.Tensor as well: for the in-place op the host passes self as output 0.
+void add(const sdk::Call& call) {
+  sdk::Tensor a = call.tensor(0), b = call.tensor(1), out = call.output(0);
   require_same_dtype(call, out, a);
   if (!is_scalar_operand(b)) require_same_dtype(call, out, b);
   const double alpha = call.scalar_or(2, 1.0);
@@ -33,12 +35,6 @@ void add_into(const sdk::Call& call, const sdk::Tensor& out) {
     }
   });
 }
-}  // namespace
-
-void add(const sdk::Call& call) { add_into(call, call.output(0)); }
-
-// In place: the host passes self as output 0 as well.
-void add_(const sdk::Call& call) { add_into(call, call.output(0)); }
 
 void mul(const sdk::Call& call) {
   sdk::Tensor a = call.tensor(0), b = call.tensor(1), out = call.output(0);

@@ -109,28 +109,33 @@ std::string self_dir() {
 
 bool is_file(const std::string& p) { return access(p.c_str(), R_OK) == 0; }
 
-// Engine name -> library: OPENREG_ENGINE_PATH, then the package's lib folder
-// (installed: openreg/bin/.. -> openreg/lib), then the build tree's engine folder.
+// Engine name -> library, searched like the device does (OPENREG_ENGINE_PATH first),
+// then in the package's lib folder (installed: openreg/bin/.. -> openreg/lib) and
+// the build tree's engine folder.
 std::string resolve_engine(const std::string& spec, const std::string& what) {
   if (spec.find('/') != std::string::npos || (spec.size() > 3 && spec.compare(spec.size() - 3, 3, ".so") == 0)) {
     if (!is_file(spec)) usage_error(what + " library '" + spec + "' does not exist or is not readable");
     return spec;
   }
-  std::vector<std::string> dirs;
-  if (const char* env = std::getenv("OPENREG_ENGINE_PATH"))
-    for (auto& d : split(env, ':')) dirs.push_back(d);
-  dirs.push_back(self_dir() + "/../lib");
-#ifdef OPENREG_CONFORMANCE_ENGINE_DIR
-  dirs.push_back(OPENREG_CONFORMANCE_ENGINE_DIR);
-#endif
-  for (const auto& d : dirs) {
-    std::string p = d + "/libopenreg_engine_" + spec + ".so";
-    if (is_file(p)) return p;
+  openreg::Registry::Config config;
+  try {
+    config = openreg::Registry::config_from_env(self_dir() + "/../lib");
+  } catch (const std::exception& e) {
+    usage_error(e.what());
   }
-  std::string searched;
-  for (const auto& d : dirs) searched += (searched.empty() ? "" : ", ") + d;
-  usage_error("no " + what + " named '" + spec + "' (looked for libopenreg_engine_" + spec + ".so in " + searched +
-              "). Pass a path, or add its folder to OPENREG_ENGINE_PATH");
+#ifdef OPENREG_CONFORMANCE_ENGINE_DIR
+  config.search_dirs.push_back(OPENREG_CONFORMANCE_ENGINE_DIR);
+#endif
+  openreg::Registry registry(config, openreg::make_host_services());
+  std::string path = registry.find_engine_file(spec);
+  if (path.empty()) {
+    std::string searched, found;
+    for (const auto& d : config.search_dirs) searched += (searched.empty() ? "" : ", ") + d;
+    for (const auto& f : registry.discover()) found += (found.empty() ? "" : ", ") + f.name;
+    usage_error("no " + what + " named '" + spec + "' (looked for libopenreg_engine_" + spec + ".so in " + searched +
+                "; found: " + (found.empty() ? "none" : found) + "). Pass a path, or add its folder to OPENREG_ENGINE_PATH");
+  }
+  return path;
 }
 
 bool op_selected(const Options& o, const std::string& op) {

@@ -229,6 +229,37 @@ def repo_root():
     return REPO_ROOT
 
 
+def _build_engine(src, build, name):
+    """Builds the engine project in ``src`` (a CMakeLists.txt using
+    find_package(openreg) + openreg_add_engine(<name>)) into ``build`` against the
+    installed SDK; returns the path of libopenreg_engine_<name>.so."""
+    import shutil
+
+    import openreg as openreg_pkg
+
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed: cannot build engines against the SDK")
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    for argv in (
+        ["cmake", "-S", str(src), "-B", str(build), *generator,
+         f"-DCMAKE_PREFIX_PATH={openreg_pkg.cmake_prefix_path}"],
+        ["cmake", "--build", str(build), "-j", "2"],
+    ):
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            pytest.fail(f"building engine {name} from {src} failed:\n{describe_process(proc)}")
+    path = os.path.join(str(build), f"libopenreg_engine_{name}.so")
+    assert os.path.isfile(path), f"the build did not produce {path}"
+    return path
+
+
+@pytest.fixture(scope="session")
+def build_engine():
+    """``build_engine(src, build, name) -> path``: an engine built out of tree
+    against the installed SDK, as an engine author would."""
+    return _build_engine
+
+
 @pytest.fixture(scope="session")
 def third_party_engine(tmp_path_factory):
     """Path of examples/third_party_engine built against the installed SDK.
@@ -236,27 +267,10 @@ def third_party_engine(tmp_path_factory):
     ``$OPENREG_TEST_THIRD_PARTY_ENGINE`` when set (the test script builds it once
     into build/third_party_engine); otherwise built here with cmake into a
     temporary folder (skipped when cmake is not installed)."""
-    import shutil
-
     prebuilt = os.environ.get("OPENREG_TEST_THIRD_PARTY_ENGINE")
     if prebuilt:
         if not os.path.isfile(prebuilt):
             pytest.fail(f"OPENREG_TEST_THIRD_PARTY_ENGINE={prebuilt} is not a file")
         return prebuilt
-    if shutil.which("cmake") is None:
-        pytest.skip("cmake is not installed: cannot build examples/third_party_engine")
-    import openreg as openreg_pkg
-
-    build = tmp_path_factory.mktemp("third_party_engine")
-    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    for argv in (
-        ["cmake", "-S", os.path.join(REPO_ROOT, "examples", "third_party_engine"), "-B", str(build),
-         *generator, f"-DCMAKE_PREFIX_PATH={openreg_pkg.cmake_prefix_path}"],
-        ["cmake", "--build", str(build), "-j", "2"],
-    ):
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0:
-            pytest.fail(f"building the third-party example engine failed:\n{describe_process(proc)}")
-    path = build / "libopenreg_engine_my_engine.so"
-    assert path.is_file(), f"the build did not produce {path}"
-    return str(path)
+    return _build_engine(os.path.join(REPO_ROOT, "examples", "third_party_engine"),
+                         tmp_path_factory.mktemp("third_party_engine"), "my_engine")

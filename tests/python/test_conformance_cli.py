@@ -7,7 +7,6 @@ and on an engine that does not exist (a usage error).
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -69,22 +68,12 @@ def conformance(run_command, *args):
 
 
 @pytest.fixture(scope="module")
-def wrong_engine(tmp_path_factory, openreg):
+def wrong_engine(tmp_path_factory, build_engine):
     """A tiny engine whose relu and add are wrong, built with find_package(openreg)."""
-    if shutil.which("cmake") is None:
-        pytest.skip("cmake is not installed")
     src = tmp_path_factory.mktemp("wrong_engine_src")
     (src / "CMakeLists.txt").write_text(WRONG_ENGINE_CMAKE)
     (src / "engine.cpp").write_text(WRONG_ENGINE_CPP)
-    build = src / "build"
-    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    for argv in (
-        ["cmake", "-S", str(src), "-B", str(build), *generator, f"-DCMAKE_PREFIX_PATH={openreg.cmake_prefix_path}"],
-        ["cmake", "--build", str(build), "-j", "2"],
-    ):
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, f"building the wrong engine failed:\n{proc.stdout}\n{proc.stderr}"
-    return str(build / "libopenreg_engine_wrong_engine.so")
+    return build_engine(src, src / "build", "wrong_engine")
 
 
 def test_example_engine_passes(third_party_engine, run_command, describe):

@@ -23,24 +23,21 @@ def _conformance(engine: str, *extra: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
-def _build_variant(tmp_path, name: str, edits: dict) -> str:
-    """Copies the example engine, applies text edits {file: [(old, new)]}, builds it
-    out of tree against the installed SDK and returns the library's path."""
-    src = tmp_path / name
-    shutil.copytree(EXAMPLE, src)
-    for fname, subs in edits.items():
-        text = (src / fname).read_text()
-        for old, new in subs:
-            assert old in text, f"{fname} no longer contains {old!r}; update this test"
-            text = text.replace(old, new)
-        (src / fname).write_text(text)
-    build = src / "build"
-    for cmd in (["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja",
-                 f"-DCMAKE_PREFIX_PATH={openreg.cmake_prefix_path}"],
-                ["cmake", "--build", str(build), "-j2"]):
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stdout + r.stderr
-    return str(build / "libopenreg_engine_my_engine.so")
+@pytest.fixture
+def variant(tmp_path, build_engine):
+    """``variant(name, {file: [(old, new)]})``: the example engine with text edits,
+    built out of tree against the installed SDK; returns the library's path."""
+    def make(name: str, edits: dict) -> str:
+        src = tmp_path / name
+        shutil.copytree(EXAMPLE, src, ignore=shutil.ignore_patterns("build"))
+        for fname, subs in edits.items():
+            text = (src / fname).read_text()
+            for old, new in subs:
+                assert old in text, f"{fname} no longer contains {old!r}; update this test"
+                text = text.replace(old, new)
+            (src / fname).write_text(text)
+        return build_engine(src, src / "build", "my_engine")
+    return make
 
 
 def test_conformance_passes_the_example_engine(third_party_engine):
@@ -51,8 +48,8 @@ def test_conformance_passes_the_example_engine(third_party_engine):
     assert "0 FAIL" in r.stdout
 
 
-def test_conformance_catches_wrong_values_and_ignored_output_strides(tmp_path):
-    bad = _build_variant(tmp_path, "bad", {
+def test_conformance_catches_wrong_values_and_ignored_output_strides(variant):
+    bad = variant("bad", {
         # relu that keeps small negatives: wrong values
         "ops_elementwise.cpp": [("return x > T(0) || x != x ? x : T(0);", "return x > T(-0.5) || x != x ? x : T(0);")],
         # mm that writes a dense output whatever its strides
@@ -69,8 +66,8 @@ def test_conformance_catches_wrong_values_and_ignored_output_strides(tmp_path):
     assert re.search(r"^aten::add\.Tensor\s+float32\s+pass\b", r.stdout, re.M)
 
 
-def test_conformance_catches_a_kernel_that_writes_its_input(tmp_path):
-    bad = _build_variant(tmp_path, "writes_input", {
+def test_conformance_catches_a_kernel_that_writes_its_input(variant):
+    bad = variant("writes_input", {
         "ops_elementwise.cpp": [(
             "void relu(const sdk::Call& call) {\n  sdk::Tensor a = call.tensor(0), out = call.output(0);",
             "void relu(const sdk::Call& call) {\n  sdk::Tensor a = call.tensor(0), out = call.output(0);\n"
@@ -81,8 +78,8 @@ def test_conformance_catches_a_kernel_that_writes_its_input(tmp_path):
     assert "modified input tensor 0" in r.stdout
 
 
-def test_declined_calls_are_reported_not_failed(tmp_path):
-    picky = _build_variant(tmp_path, "picky", {
+def test_declined_calls_are_reported_not_failed(variant):
+    picky = variant("picky", {
         "ops_matmul.cpp": [('OPENREG_SDK_REQUIRE(a.dim() == 2 && b.dim() == 2, "mm: 2-d inputs only");',
                             'OPENREG_SDK_REQUIRE(a.is_contiguous() && b.is_contiguous(), "mm: contiguous only");')],
     })

@@ -1,6 +1,8 @@
 // Loading and validating one engine library, and calling into it safely.
 #include "engine_host.h"
 
+#include <openreg/sdk/dtype.hpp>
+
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -9,6 +11,7 @@
 #include <sstream>
 
 namespace openreg {
+
 
 namespace {
 
@@ -95,21 +98,7 @@ const char* status_name(openreg_status status) {
   }
 }
 
-std::string dtype_name(openreg_dtype dtype) {
-  std::string base;
-  switch (dtype.code) {
-    case OPENREG_DTYPE_CODE_INT: base = "int"; break;
-    case OPENREG_DTYPE_CODE_UINT: base = "uint"; break;
-    case OPENREG_DTYPE_CODE_FLOAT: base = "float"; break;
-    case OPENREG_DTYPE_CODE_BFLOAT: base = "bfloat"; break;
-    case OPENREG_DTYPE_CODE_COMPLEX: base = "complex"; break;
-    case OPENREG_DTYPE_CODE_BOOL: return "bool";
-    default: base = "code" + std::to_string(dtype.code) + "_"; break;
-  }
-  std::string out = base + std::to_string(dtype.bits);
-  if (dtype.lanes != 1) out += "x" + std::to_string(dtype.lanes);
-  return out;
-}
+std::string dtype_name(openreg_dtype dtype) { return sdk::dtype_name(dtype); }  // one spelling, host and SDK
 
 decltype(openreg_engine::supports) Engine::supports_fn() const {
   if (table_size < offsetof(openreg_engine, supports) + sizeof(void*)) return nullptr;

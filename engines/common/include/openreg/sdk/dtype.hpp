@@ -30,17 +30,22 @@ constexpr bool same_dtype(openreg_dtype a, openreg_dtype b) {
   return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
 }
 
-// PyTorch's spelling: "float32", "bfloat16", "int64", "bool", ...
+// PyTorch's spelling: "float32", "bfloat16", "int64", "bool"; lanes other than 1
+// as "float32x4"; an unknown code as "code<N>_<bits>". The host's messages use it too.
 inline std::string dtype_name(openreg_dtype d) {
+  std::string base;
   switch (d.code) {
-    case OPENREG_DTYPE_CODE_FLOAT: return str("float", int(d.bits));
-    case OPENREG_DTYPE_CODE_BFLOAT: return str("bfloat", int(d.bits));
-    case OPENREG_DTYPE_CODE_INT: return str("int", int(d.bits));
-    case OPENREG_DTYPE_CODE_UINT: return str("uint", int(d.bits));
+    case OPENREG_DTYPE_CODE_FLOAT: base = "float"; break;
+    case OPENREG_DTYPE_CODE_BFLOAT: base = "bfloat"; break;
+    case OPENREG_DTYPE_CODE_INT: base = "int"; break;
+    case OPENREG_DTYPE_CODE_UINT: base = "uint"; break;
+    case OPENREG_DTYPE_CODE_COMPLEX: base = "complex"; break;
     case OPENREG_DTYPE_CODE_BOOL: return "bool";
-    case OPENREG_DTYPE_CODE_COMPLEX: return str("complex", int(d.bits));
+    default: base = str("code", int(d.code), "_"); break;
   }
-  return str("dtype(code=", int(d.code), ", bits=", int(d.bits), ")");
+  std::string out = str(base, int(d.bits));
+  if (d.lanes != 1) out += str("x", d.lanes);
+  return out;
 }
 
 // Storage types for the 16-bit floats: arithmetic goes through float.

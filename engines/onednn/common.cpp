@@ -1,0 +1,226 @@
+// Implementation of common.hpp: descriptors, the LRU primitive cache, execution.
+#include "common.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <list>
+#include <mutex>
+#include <numeric>
+
+namespace onednn_engine {
+
+dt dnnl_dt(openreg_dtype d, const char* what) {
+  if (is_f32(d)) return dt::f32;
+  if (is_bf16(d)) return dt::bf16;
+  sdk::unsupported(sdk::str(what, ": dtype ", sdk::dtype_name(d), " is not served by the oneDNN engine"));
+}
+
+memory::dims dims_of(const sdk::Tensor& t) {
+  if (t.dim() == 0) return {1};
+  return memory::dims(t.sizes().begin(), t.sizes().end());
+}
+
+memory::dims strides_of(const sdk::Tensor& t) {
+  if (t.dim() == 0) return {1};
+  return memory::dims(t.strides().begin(), t.strides().end());
+}
+
+bool has_zero_stride(const sdk::Tensor& t) {
+  for (int64_t i = 0; i < t.dim(); ++i)
+    if (t.stride(i) == 0 && t.size(i) > 1) return true;
+  return false;
+}
+
+memory::desc md_of(const sdk::Tensor& t, const memory::dims& dims, const memory::dims& strides) {
+  // Size-1 dims may carry any stride in ATen (even 0); oneDNN wants a sane one.
+  memory::dims st = strides;
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] == 1 && st[i] == 0) st[i] = 1;
+  return memory::desc(dims, dnnl_dt(t.dtype(), "tensor"), st);
+}
+
+memory::desc md_of(const sdk::Tensor& t) { return md_of(t, dims_of(t), strides_of(t)); }
+
+bool is_dense(const sdk::Tensor& t) {
+  const int64_t n = t.dim();
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) < t.stride(b); });
+  int64_t expected = 1;
+  for (int64_t i : order) {
+    if (t.size(i) == 1) continue;
+    if (t.stride(i) != expected) return false;
+    expected *= t.size(i);
+  }
+  return true;
+}
+
+Key& Key::add(const sdk::Tensor& t) {
+  if (!t.defined()) {
+    s += "|none";
+    return *this;
+  }
+  s += '|';
+  s += sdk::dtype_name(t.dtype());
+  s += '[';
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    s += std::to_string(t.size(i));
+    s += ':';
+    s += std::to_string(t.stride(i));
+    s += ' ';
+  }
+  s += ']';
+  return *this;
+}
+
+// ------------------------------------------------------------- cache
+
+namespace {
+struct CacheImpl {
+  using Entry = std::pair<std::string, std::shared_ptr<void>>;
+  mutable std::mutex mutex;
+  std::list<Entry> lru;  // front: most recent
+  std::unordered_map<std::string, std::list<Entry>::iterator> map;
+  size_t capacity = 2048;
+  std::atomic<uint64_t> hits{0}, misses{0};
+};
+CacheImpl& impl() {
+  static CacheImpl* c = new CacheImpl();  // never destroyed: may be used at exit
+  return *c;
+}
+}  // namespace
+
+Cache& Cache::get() {
+  static Cache c;
+  return c;
+}
+
+std::shared_ptr<void> Cache::find_or_make(const std::string& key, const std::function<std::shared_ptr<void>()>& make) {
+  CacheImpl& c = impl();
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto it = c.map.find(key);
+    if (it != c.map.end()) {
+      c.lru.splice(c.lru.begin(), c.lru, it->second);
+      ++c.hits;
+      return it->second->second;
+    }
+  }
+  // Create outside the lock (primitive creation takes ~0.1-1 ms); a racing
+  // thread may create the same entry, the first one inserted wins.
+  std::shared_ptr<void> made = make();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  ++c.misses;
+  auto it = c.map.find(key);
+  if (it != c.map.end()) return it->second->second;
+  c.lru.emplace_front(key, made);
+  c.map[key] = c.lru.begin();
+  while (c.lru.size() > c.capacity) {
+    c.map.erase(c.lru.back().first);
+    c.lru.pop_back();
+  }
+  return made;
+}
+
+uint64_t Cache::hits() const { return impl().hits; }
+uint64_t Cache::misses() const { return impl().misses; }
+size_t Cache::size() const {
+  std::lock_guard<std::mutex> lock(impl().mutex);
+  return impl().lru.size();
+}
+void Cache::clear() {
+  std::lock_guard<std::mutex> lock(impl().mutex);
+  impl().map.clear();
+  impl().lru.clear();
+}
+
+// ----------------------------------------------------------- execution
+
+dnnl::primitive_attr base_attr() {
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return a;
+}
+
+void align_threads() {
+  const int n = host().num_threads();
+  if (n > 0 && omp_get_max_threads() != n) omp_set_num_threads(n);
+}
+
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream s(cpu());
+  return s;
+}
+
+void execute(const dnnl::primitive& p, const dnnl::primitive_desc_base& pd, std::unordered_map<int, memory> args) {
+  align_threads();
+  const memory::desc spd = pd.scratchpad_desc();
+  const size_t bytes = spd.get_size();
+  auto scratch = host().scratch(bytes);
+  if (bytes) args.emplace(DNNL_ARG_SCRATCHPAD, memory(spd, cpu(), scratch.as<void>()));
+  dnnl::stream& s = thread_stream();
+  p.execute(s, args);
+  s.wait();
+}
+
+namespace {
+struct ReorderEntry {
+  dnnl::reorder::primitive_desc pd;
+  dnnl::reorder prim;
+};
+}  // namespace
+
+void reorder(const memory::desc& from, void* src, const memory::desc& to, void* dst) {
+  Key k("reorder");
+  k.add(from.dims()).add(static_cast<int64_t>(from.data_type()));
+  // The full descriptor (blocking included) identifies the layout.
+  const auto add_raw = [&](const memory::desc& d) {
+    const char* p = reinterpret_cast<const char*>(&d.data);
+    k.s.append(p, sizeof(d.data));
+  };
+  add_raw(from);
+  add_raw(to);
+  auto e = cached<ReorderEntry>(k, [&] {
+    dnnl::primitive_attr a = base_attr();
+    dnnl::reorder::primitive_desc pd(cpu(), from, cpu(), to, a);
+    return ReorderEntry{pd, dnnl::reorder(pd)};
+  });
+  execute(e->prim, e->pd, {{DNNL_ARG_FROM, memory(from, cpu(), src)}, {DNNL_ARG_TO, memory(to, cpu(), dst)}});
+}
+
+// ------------------------------------------------------------ loops
+
+void to_float_vec(const sdk::Tensor& t, float* out) {
+  const int64_t n = t.numel();
+  const int64_t st = t.dim() == 0 ? 1 : t.stride(t.dim() - 1);
+  sdk::dispatch<float, double, sdk::bfloat16, sdk::float16>(t.dtype(), "per-channel vector", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = reinterpret_cast<const T*>(t.bytes());
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(p[i * st]);
+  });
+}
+
+void from_float_vec(const float* in, const sdk::Tensor& t) {
+  const int64_t n = t.numel();
+  // Statistics tensors are either 1-d or keep-dim shapes with one non-1 size
+  // pattern; they are contiguous as the host allocates them, but honour the
+  // innermost stride of a 1-d view.
+  const int64_t st = t.dim() == 1 ? t.stride(0) : 1;
+  sdk::dispatch<float, double, sdk::bfloat16, sdk::float16>(t.dtype(), "per-channel vector", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = reinterpret_cast<T*>(t.bytes());
+    for (int64_t i = 0; i < n; ++i) p[i * st] = static_cast<T>(in[i]);
+  });
+}
+
+void require_dtype(const sdk::Call& call, openreg_dtype d, std::initializer_list<sdk::Tensor> ts) {
+  for (const auto& t : ts) {
+    if (!t.defined()) continue;
+    OPENREG_SDK_REQUIRE(sdk::same_dtype(t.dtype(), d), call.op_name(), ": mixed dtypes (", sdk::dtype_name(t.dtype()),
+                        " with ", sdk::dtype_name(d), ")");
+  }
+}
+
+}  // namespace onednn_engine

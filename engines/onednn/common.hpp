@@ -1,0 +1,137 @@
+// Shared pieces of the oneDNN engine: the dnnl engine, per-thread streams, memory
+// descriptors built from openreg tensors (their real strides), the primitive
+// cache, execution with a user-managed scratchpad taken from the host, and
+// strided-loop helpers for the ops oneDNN has no primitive for.
+#pragma once
+
+#include <openreg/sdk.hpp>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace onednn_engine {
+
+namespace sdk = openreg::sdk;
+using dnnl::memory;
+using dt = dnnl::memory::data_type;
+
+// Set once by init(); used by every kernel.
+dnnl::engine& cpu();
+const sdk::Host& host();
+
+// Elementwise ops below this many elements run in a plain loop on the calling
+// thread (no thread start-up, no primitive); ATen uses the same grain.
+constexpr int64_t kSmall = 32768;
+
+// ---------------------------------------------------------------- dtypes
+
+inline bool is_f32(openreg_dtype d) { return sdk::same_dtype(d, sdk::dtypes::float32); }
+inline bool is_bf16(openreg_dtype d) { return sdk::same_dtype(d, sdk::dtypes::bfloat16); }
+inline bool is_f16(openreg_dtype d) { return sdk::same_dtype(d, sdk::dtypes::float16); }
+// float32 / bfloat16 map to oneDNN types; anything else is declined.
+dt dnnl_dt(openreg_dtype d, const char* what);
+
+// ------------------------------------------------------ memory descriptors
+
+memory::dims dims_of(const sdk::Tensor& t);     // 0-dim -> {1}
+memory::dims strides_of(const sdk::Tensor& t);  // 0-dim -> {1}
+bool has_zero_stride(const sdk::Tensor& t);     // an expanded (broadcast) view
+// A descriptor with the tensor's own sizes and strides (no copy ever needed).
+memory::desc md_of(const sdk::Tensor& t);
+memory::desc md_of(const sdk::Tensor& t, const memory::dims& dims, const memory::dims& strides);
+inline memory make_mem(const memory::desc& md, void* p) { return memory(md, cpu(), p); }
+inline memory make_mem(const sdk::Tensor& t, const memory::desc& md) { return memory(md, cpu(), t.bytes()); }
+// True if the tensor's elements are one dense block in some order of its dims.
+bool is_dense(const sdk::Tensor& t);
+
+// ------------------------------------------------------------ cache key
+
+struct Key {
+  std::string s;
+  explicit Key(const char* op) : s(op) { s.reserve(160); }
+  Key& add(int64_t v) {
+    s += ',';
+    s += std::to_string(v);
+    return *this;
+  }
+  Key& add(double v) {
+    s += ',';
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%a", v);
+    s += buf;
+    return *this;
+  }
+  Key& add(const char* v) {
+    s += '|';
+    s += v;
+    return *this;
+  }
+  Key& add(const memory::dims& d) {
+    s += '[';
+    for (auto v : d) add(static_cast<int64_t>(v));
+    s += ']';
+    return *this;
+  }
+  Key& add(const sdk::Tensor& t);  // dtype, sizes, strides (or "none" when undefined)
+};
+
+// ------------------------------------------------------- primitive cache
+
+// A mutex-protected LRU map from a key string to a cached object (primitives,
+// their descriptors, reorders). The object is shared: a hit hands out a
+// shared_ptr, so an entry evicted while another thread runs it stays alive.
+class Cache {
+ public:
+  static Cache& get();
+  std::shared_ptr<void> find_or_make(const std::string& key, const std::function<std::shared_ptr<void>()>& make);
+  uint64_t hits() const;
+  uint64_t misses() const;
+  size_t size() const;
+  void clear();
+};
+
+template <class T, class Make>
+std::shared_ptr<T> cached(const Key& key, Make&& make) {
+  return std::static_pointer_cast<T>(
+      Cache::get().find_or_make(key.s, [&]() -> std::shared_ptr<void> { return std::make_shared<T>(make()); }));
+}
+
+// Primitive attributes with a user-managed scratchpad (taken from the host's
+// scratch per call, so concurrent runs of one cached primitive never share it).
+dnnl::primitive_attr base_attr();
+
+// Runs `p` on this thread's stream with the host's thread count for OpenMP,
+// adding a scratchpad of `pd`'s size from the host.
+void execute(const dnnl::primitive& p, const dnnl::primitive_desc_base& pd, std::unordered_map<int, memory> args);
+
+// Makes OpenMP (oneDNN's runtime) use the host's thread count on this thread.
+void align_threads();
+
+// A reorder between two descriptors, cached.
+void reorder(const memory::desc& from, void* src, const memory::desc& to, void* dst);
+
+// ------------------------------------------------------------ loops
+
+// Reads tensor element i (flat index in its shape) etc. are too slow; the strided
+// helpers of the SDK (for_each_row) are used instead. These wrap the common
+// dtype dispatch for float32/bfloat16 kernels that compute in float.
+template <class F>
+void dispatch_float(openreg_dtype d, const char* what, F&& f) {
+  sdk::dispatch<float, sdk::bfloat16>(d, what, std::forward<F>(f));
+}
+
+// Copies a small per-channel vector (any float dtype, any stride) into float.
+void to_float_vec(const sdk::Tensor& t, float* out);
+// Writes a float vector into a 1-d (or flat-contiguous) tensor of any float dtype.
+void from_float_vec(const float* in, const sdk::Tensor& t);
+
+// Requires that all listed tensors have `d` as dtype (declines otherwise).
+void require_dtype(const sdk::Call& call, openreg_dtype d, std::initializer_list<sdk::Tensor> ts);
+
+}  // namespace onednn_engine

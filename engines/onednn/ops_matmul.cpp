@@ -1,0 +1,118 @@
+// mm, addmm, bmm, baddbmm on oneDNN's matmul primitive. Inputs keep their own
+// strides (transposed operands are just other strides); alpha is an output
+// scale; beta*self is either a fused binary-add post-op (beta == 1, the Linear
+// bias case) or written into the output first and added by a sum post-op.
+#include "ops.h"
+
+namespace onednn_engine {
+
+namespace {
+
+struct MatmulEntry {
+  bool ok = false;
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+};
+
+// Descriptor of `self` broadcast to out's rank (missing leading dims are size 1).
+memory::desc bias_md(const sdk::Tensor& self, int64_t rank) {
+  memory::dims d(static_cast<size_t>(rank), 1), s(static_cast<size_t>(rank), 1);
+  const int64_t lead = rank - self.dim();
+  for (int64_t i = 0; i < self.dim(); ++i) {
+    d[static_cast<size_t>(lead + i)] = self.size(i);
+    s[static_cast<size_t>(lead + i)] = self.size(i) == 1 ? 1 : self.stride(i);
+  }
+  return memory::desc(d, dnnl_dt(self.dtype(), "addmm"), s);
+}
+
+bool overlaps(const sdk::Tensor& a, const sdk::Tensor& b) { return a.bytes() == b.bytes(); }
+
+void run_matmul(const sdk::Call& call, bool batched, bool add) {
+  const int ai = add ? 1 : 0;
+  sdk::Tensor a = call.tensor(ai), b = call.tensor(ai + 1), out = call.output(0);
+  const int rank = batched ? 3 : 2;
+  OPENREG_SDK_REQUIRE(a.dim() == rank && b.dim() == rank, call.op_name(), ": ", rank, "-d operands expected");
+  require_dtype(call, out.dtype(), {a, b});
+  const double beta = add ? call.scalar_or(3, 1.0) : 0.0;
+  const double alpha = add ? call.scalar_or(4, 1.0) : 1.0;
+  const int64_t M = a.size(rank - 2), K = a.size(rank - 1), N = b.size(rank - 1);
+  const int64_t B = batched ? a.size(0) : 1;
+  OPENREG_SDK_CHECK(b.size(rank - 2) == K, call.op_name(), ": shapes ", a.describe(), " and ", b.describe(),
+                    " cannot be multiplied");
+  std::optional<sdk::Tensor> self;
+  if (add && beta != 0.0) {
+    self = call.tensor(0);
+    require_dtype(call, out.dtype(), {*self});
+  }
+  if (M == 0 || N == 0 || B == 0) return;
+  dispatch_float(out.dtype(), call.op_name().data(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const float fbeta = static_cast<float>(beta);
+    if (K == 0) {  // out = beta * self, or zeros
+      if (self) sdk::unary_map<T>(host(), out, *self, [fbeta](T x) { return fbeta * static_cast<float>(x); });
+      else sdk::unary_map<T>(host(), out, out, [](T) { return 0.0f; });
+      return;
+    }
+    OPENREG_SDK_REQUIRE(!has_zero_stride(a) && !has_zero_stride(b), call.op_name(), ": expanded operands");
+    // 0: no self; 1: fused binary add; 2: out prefilled with beta*self, sum post-op.
+    int mode = !self ? 0 : (beta == 1.0 && !overlaps(*self, out) && !has_zero_stride(*self)) ? 1 : 2;
+    auto make = [&](int m) {
+      Key k("matmul");
+      k.add(a).add(b).add(out).add(alpha).add(static_cast<int64_t>(m));
+      if (m == 1) k.add(*self);
+      return cached<MatmulEntry>(k, [&] {
+        MatmulEntry e;
+        dnnl::primitive_attr attr = base_attr();
+        if (alpha != 1.0) attr.set_output_scales(0, {static_cast<float>(alpha)});
+        dnnl::post_ops po;
+        if (m == 1) po.append_binary(dnnl::algorithm::binary_add, bias_md(*self, rank));
+        if (m == 2) po.append_sum(1.0f);
+        attr.set_post_ops(po);
+        try {
+          dnnl::matmul::desc d(md_of(a), md_of(b), md_of(out));
+          e.pd = dnnl::matmul::primitive_desc(d, attr, cpu());
+          e.prim = dnnl::matmul(e.pd);
+          e.ok = true;
+        } catch (const dnnl::error&) {
+          e.ok = false;
+        }
+        return e;
+      });
+    };
+    auto e = make(mode);
+    if (!e->ok && mode == 1) {
+      mode = 2;
+      e = make(mode);
+    }
+    OPENREG_SDK_REQUIRE(e->ok, call.op_name(), ": oneDNN has no matmul for ", a.describe(), " @ ", b.describe(), " -> ",
+                        out.describe());
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, make_mem(a, md_of(a))},
+                                         {DNNL_ARG_WEIGHTS, make_mem(b, md_of(b))},
+                                         {DNNL_ARG_DST, make_mem(out, md_of(out))}};
+    if (mode == 1)
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, make_mem(*self, bias_md(*self, rank)));
+    if (mode == 2) sdk::unary_map<T>(host(), out, *self, [fbeta](T x) { return fbeta * static_cast<float>(x); });
+    execute(e->prim, e->pd, std::move(args));
+  });
+}
+
+}  // namespace
+
+void check_matmul(const sdk::Call& call) {
+  const bool add = call.op_name().find("add") != std::string_view::npos;
+  const int ai = add ? 1 : 0;
+  sdk::Tensor a = call.tensor(ai), b = call.tensor(ai + 1), out = call.output(0);
+  dnnl_dt(out.dtype(), "matmul");
+  require_dtype(call, out.dtype(), {a, b});
+  if (add) require_dtype(call, out.dtype(), {call.tensor(0)});
+  const bool empty = a.numel() == 0 || b.numel() == 0;
+  OPENREG_SDK_REQUIRE(empty || (!has_zero_stride(a) && !has_zero_stride(b)), call.op_name(),
+                      ": expanded (stride 0) operands");
+}
+
+void mm(const sdk::Call& call) { run_matmul(call, false, false); }
+void addmm(const sdk::Call& call) { run_matmul(call, false, true); }
+void bmm(const sdk::Call& call) { run_matmul(call, true, false); }
+void baddbmm(const sdk::Call& call) { run_matmul(call, true, true); }
+
+}  // namespace onednn_engine

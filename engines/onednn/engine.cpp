@@ -57,8 +57,9 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     op("aten::baddbmm", oe::baddbmm, oe::check_matmul);
     op("aten::baddbmm.out", oe::baddbmm, oe::check_matmul);
     op("aten::baddbmm_", oe::baddbmm, oe::check_matmul);
-#ifdef OPENREG_ONEDNN_ALL_FAMILIES
-#endif
+    // convolution
+    op("aten::convolution", oe::convolution, oe::check_convolution);
+    op("aten::convolution_backward", oe::convolution_backward, oe::check_convolution_backward);
     e.on_init([](const sdk::Host& h) {
       oe::g_host = h;
       oe::g_engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);

@@ -1,0 +1,236 @@
+// aten::convolution and aten::convolution_backward on oneDNN's convolution
+// primitives (forward, backward data, backward weights with the bias gradient).
+// The primitives are created with format_tag::any so oneDNN picks its blocked
+// layouts (the fast kernels); the user's tensors (any strides) are reordered in
+// and out through cached reorder primitives, into host scratch buffers.
+#include "ops.h"
+
+namespace onednn_engine {
+
+namespace {
+
+using Scratch = sdk::Host::Scratch;
+
+// Host scratch buffers that live for one call.
+struct Buffers {
+  std::vector<std::unique_ptr<Scratch>> bufs;
+  void* alloc(size_t bytes) {
+    bufs.push_back(std::make_unique<Scratch>(host().raw(), bytes));
+    return bufs.back()->as<void>();
+  }
+};
+
+// `p` (laid out as `user`) as a memory of layout `want`, reordered if needed.
+memory stage_in(Buffers& b, const memory::desc& user, void* p, const memory::desc& want) {
+  if (user == want) return memory(want, cpu(), p);
+  void* q = b.alloc(want.get_size());
+  reorder(user, p, want, q);
+  return memory(want, cpu(), q);
+}
+
+struct Out {
+  memory mem;
+  memory::desc user;
+  void* p;
+  bool staged;
+  void finish() const {
+    if (staged) reorder(mem.get_desc(), mem.get_data_handle(), user, p);
+  }
+};
+Out stage_out(Buffers& b, const memory::desc& user, void* p, const memory::desc& want) {
+  if (user == want) return Out{memory(want, cpu(), p), user, p, false};
+  return Out{memory(want, cpu(), b.alloc(want.get_size())), user, p, true};
+}
+
+struct ConvParams {
+  memory::dims strides, dilates, pad_l, pad_r;
+  int64_t groups = 1;
+  int nsp = 2;
+};
+
+ConvParams params(const sdk::Call& call, int first, const sdk::Tensor& input, const sdk::Tensor& output,
+                  const sdk::Tensor& weight) {
+  ConvParams p;
+  p.nsp = static_cast<int>(input.dim()) - 2;
+  auto st = call.int_list(first), pad = call.int_list(first + 1), dil = call.int_list(first + 2);
+  p.groups = call.int_arg(first + 5);
+  auto pick = [](sdk::Span<int64_t> v, int i) { return v.size() == 1 ? v[0] : v[i]; };
+  for (int i = 0; i < p.nsp; ++i) {
+    const int64_t s = pick(st, i), pl = pick(pad, i), d = pick(dil, i);
+    const int64_t k = weight.size(2 + i), in = input.size(2 + i), out = output.size(2 + i);
+    p.strides.push_back(s);
+    p.dilates.push_back(d - 1);
+    p.pad_l.push_back(pl);
+    p.pad_r.push_back((out - 1) * s + (k - 1) * d + 1 - in - pl);
+  }
+  return p;
+}
+
+// ATen weight [O, I/G, k...] as oneDNN's (grouped: [G, O/G, I/G, k...]) with its strides.
+memory::desc weight_md(const sdk::Tensor& w, int64_t groups) {
+  if (groups == 1) return md_of(w);
+  memory::dims d{groups, w.size(0) / groups}, s{(w.size(0) / groups) * w.stride(0), w.stride(0)};
+  for (int64_t i = 1; i < w.dim(); ++i) {
+    d.push_back(w.size(i));
+    s.push_back(w.stride(i));
+  }
+  return md_of(w, d, s);
+}
+
+memory::desc any_like(const memory::desc& m) {
+  return memory::desc(m.dims(), m.data_type(), memory::format_tag::any);
+}
+
+void check_common(const sdk::Call& call, const sdk::Tensor& input, const sdk::Tensor& weight) {
+  dnnl_dt(input.dtype(), "convolution");
+  require_dtype(call, input.dtype(), {weight});
+  const int first = call.op_name().find("backward") != std::string_view::npos ? 4 : 3;
+  OPENREG_SDK_REQUIRE(!call.bool_arg(first + 3), call.op_name(),
+                      ": transposed convolution is not served (oneDNN deconvolution not wired yet)");
+  OPENREG_SDK_REQUIRE(input.dim() >= 3 && input.dim() <= 5 && weight.dim() == input.dim(), call.op_name(),
+                      ": 1-3 spatial dims with a batch dim only (got input ", input.describe(), ")");
+}
+
+struct FwdEntry {
+  dnnl::convolution_forward::primitive_desc pd;
+  dnnl::convolution_forward prim;
+};
+
+dnnl::convolution_forward::primitive_desc fwd_pd(const memory::desc& src, const memory::desc& wei,
+                                                 const memory::desc* bias, const memory::desc& dst,
+                                                 const ConvParams& p, dnnl::prop_kind kind) {
+  dnnl::convolution_forward::desc d =
+      bias ? dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, any_like(src), any_like(wei),
+                                             *bias, any_like(dst), p.strides, p.dilates, p.pad_l, p.pad_r)
+           : dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, any_like(src), any_like(wei),
+                                             any_like(dst), p.strides, p.dilates, p.pad_l, p.pad_r);
+  return dnnl::convolution_forward::primitive_desc(d, base_attr(), cpu());
+}
+
+Key conv_key(const char* what, const ConvParams& p) {
+  Key k(what);
+  k.add(p.strides).add(p.dilates).add(p.pad_l).add(p.pad_r).add(p.groups);
+  return k;
+}
+
+template <class T>
+void fill_zero(const sdk::Tensor& t) {
+  sdk::unary_map<T>(host(), t, t, [](T) { return 0.0f; });
+}
+
+}  // namespace
+
+void check_convolution(const sdk::Call& call) {
+  check_common(call, call.tensor(0), call.tensor(1));
+  if (auto b = call.optional_tensor(2)) require_dtype(call, call.tensor(0).dtype(), {*b});
+}
+
+void check_convolution_backward(const sdk::Call& call) {
+  check_common(call, call.tensor(1), call.tensor(2));
+  require_dtype(call, call.tensor(1).dtype(), {call.tensor(0)});
+}
+
+void convolution(const sdk::Call& call) {
+  check_convolution(call);
+  sdk::Tensor x = call.tensor(0), w = call.tensor(1), y = call.output(0);
+  std::optional<sdk::Tensor> bias = call.optional_tensor(2);
+  if (y.numel() == 0) return;
+  const ConvParams p = params(call, 3, x, y, w);
+  const memory::desc xmd = md_of(x), wmd = weight_md(w, p.groups), ymd = md_of(y);
+  const memory::desc bmd = bias ? md_of(*bias) : memory::desc();
+  Key k = conv_key("conv_fwd", p);
+  k.add(x).add(w).add(y).add(bias ? *bias : sdk::Tensor(nullptr));
+  auto e = cached<FwdEntry>(k, [&] {
+    auto pd = fwd_pd(xmd, wmd, bias ? &bmd : nullptr, ymd, p, dnnl::prop_kind::forward_inference);
+    return FwdEntry{pd, dnnl::convolution_forward(pd)};
+  });
+  Buffers b;
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, stage_in(b, xmd, x.bytes(), e->pd.src_desc())},
+                                       {DNNL_ARG_WEIGHTS, stage_in(b, wmd, w.bytes(), e->pd.weights_desc())}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, memory(bmd, cpu(), bias->bytes()));
+  Out out = stage_out(b, ymd, y.bytes(), e->pd.dst_desc());
+  args.emplace(DNNL_ARG_DST, out.mem);
+  execute(e->prim, e->pd, std::move(args));
+  out.finish();
+}
+
+namespace {
+struct BwdDataEntry {
+  dnnl::convolution_backward_data::primitive_desc pd;
+  dnnl::convolution_backward_data prim;
+};
+struct BwdWeightsEntry {
+  dnnl::convolution_backward_weights::primitive_desc pd;
+  dnnl::convolution_backward_weights prim;
+};
+}  // namespace
+
+void convolution_backward(const sdk::Call& call) {
+  check_convolution_backward(call);
+  sdk::Tensor gy = call.tensor(0), x = call.tensor(1), w = call.tensor(2);
+  sdk::Tensor gx = call.output(0), gw = call.output(1), gb = call.output(2);
+  const bool want_gx = gx.defined() && gx.numel() > 0, want_gw = gw.defined(), want_gb = gb.defined();
+  if (x.size(0) == 0 || gy.numel() == 0) {  // no batch: the gradients of the parameters are zero
+    dispatch_float(x.dtype(), "convolution_backward", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (want_gw) fill_zero<T>(gw);
+      if (want_gb) fill_zero<T>(gb);
+    });
+    return;
+  }
+  const ConvParams p = params(call, 4, x, gy, w);
+  const memory::desc xmd = md_of(x), wmd = weight_md(w, p.groups), gymd = md_of(gy);
+  Key base = conv_key("conv_bwd", p);
+  base.add(x).add(w).add(gy);
+  // The forward primitive descriptor is the hint both backward ones need.
+  Buffers b;
+  if (want_gx) {
+    const memory::desc gxmd = md_of(gx);
+    Key k = base;
+    k.add("data").add(gx);
+    auto e = cached<BwdDataEntry>(k, [&] {
+      auto hint = fwd_pd(xmd, wmd, nullptr, gymd, p, dnnl::prop_kind::forward_training);
+      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any_like(xmd), any_like(wmd),
+                                              any_like(gymd), p.strides, p.dilates, p.pad_l, p.pad_r);
+      dnnl::convolution_backward_data::primitive_desc pd(d, base_attr(), cpu(), hint);
+      return BwdDataEntry{pd, dnnl::convolution_backward_data(pd)};
+    });
+    Out out = stage_out(b, gxmd, gx.bytes(), e->pd.diff_src_desc());
+    execute(e->prim, e->pd,
+            {{DNNL_ARG_DIFF_DST, stage_in(b, gymd, gy.bytes(), e->pd.diff_dst_desc())},
+             {DNNL_ARG_WEIGHTS, stage_in(b, wmd, w.bytes(), e->pd.weights_desc())},
+             {DNNL_ARG_DIFF_SRC, out.mem}});
+    out.finish();
+  }
+  if (want_gw || want_gb) {
+    // The bias gradient comes with the weights gradient: compute both, into
+    // scratch when one of them was not asked for.
+    const memory::desc gwmd = want_gw ? weight_md(gw, p.groups) : wmd;
+    memory::desc gbmd(memory::dims{w.size(0)}, dnnl_dt(x.dtype(), "convolution_backward"), memory::dims{1});
+    if (want_gb) gbmd = md_of(gb);
+    Key k = base;
+    k.add("weights").add(want_gw ? gw : sdk::Tensor(nullptr)).add(want_gb ? gb : sdk::Tensor(nullptr));
+    k.add(static_cast<int64_t>(want_gb));
+    auto e = cached<BwdWeightsEntry>(k, [&] {
+      auto hint = fwd_pd(xmd, wmd, want_gb ? &gbmd : nullptr, gymd, p, dnnl::prop_kind::forward_training);
+      auto d = want_gb ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any_like(xmd),
+                                                                  any_like(gwmd), gbmd, any_like(gymd), p.strides,
+                                                                  p.dilates, p.pad_l, p.pad_r)
+                       : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any_like(xmd),
+                                                                  any_like(gwmd), any_like(gymd), p.strides,
+                                                                  p.dilates, p.pad_l, p.pad_r);
+      dnnl::convolution_backward_weights::primitive_desc pd(d, base_attr(), cpu(), hint);
+      return BwdWeightsEntry{pd, dnnl::convolution_backward_weights(pd)};
+    });
+    void* gw_ptr = want_gw ? static_cast<void*>(gw.bytes()) : b.alloc(gwmd.get_size());
+    Out out = stage_out(b, gwmd, gw_ptr, e->pd.diff_weights_desc());
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, stage_in(b, xmd, x.bytes(), e->pd.src_desc())},
+                                         {DNNL_ARG_DIFF_DST, stage_in(b, gymd, gy.bytes(), e->pd.diff_dst_desc())},
+                                         {DNNL_ARG_DIFF_WEIGHTS, out.mem}};
+    if (want_gb) args.emplace(DNNL_ARG_DIFF_BIAS, memory(gbmd, cpu(), gb.bytes()));
+    execute(e->prim, e->pd, std::move(args));
+    if (want_gw) out.finish();
+  }
+}
+
+}  // namespace onednn_engine

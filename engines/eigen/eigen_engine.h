@@ -1,0 +1,183 @@
+// The Eigen engine: shared declarations and the elementwise machinery every
+// family uses. No torch header anywhere: only the openreg SDK and Eigen.
+#pragma once
+
+#define EIGEN_DONT_PARALLELIZE 1  // threading goes through the host's parallel_for only
+
+#include <openreg/sdk.hpp>
+
+#include <Eigen/Core>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace eigen_engine {
+namespace sdk = openreg::sdk;
+using sdk::Call;
+using sdk::Tensor;
+
+// The type arithmetic happens in: float for bfloat16, else the type itself.
+template <class T> struct compute_type { using type = T; };
+template <> struct compute_type<sdk::bfloat16> { using type = float; };
+template <class T> using C_t = typename compute_type<T>::type;
+template <class T> constexpr bool is_eigen_native = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+inline bool same_dtype(const Tensor& a, const Tensor& b) { return sdk::same_dtype(a.dtype(), b.dtype()); }
+
+// A Python number or 0-dim tensor used as a scalar operand, rounded to T first
+// (as ATen casts wrapped numbers to the common dtype).
+template <class T> C_t<T> scalar_as(double v) { return static_cast<C_t<T>>(static_cast<T>(v)); }
+
+inline std::string_view str_arg(const Call& call, int i) {
+  const openreg_value& v = call.arg(i);
+  if (v.kind != OPENREG_VALUE_STRING) return {};
+  return std::string_view(v.u.str.data, static_cast<size_t>(v.u.str.length));
+}
+
+inline std::vector<bool> bool_list(const Call& call, int i) {
+  const openreg_value& v = call.arg(i);
+  OPENREG_SDK_CHECK(v.kind == OPENREG_VALUE_BOOL_LIST || v.kind == OPENREG_VALUE_INT_LIST, call.op_name(),
+                    ": argument ", i, " should be a bool list");
+  std::vector<bool> out;
+  for (int64_t k = 0; k < v.u.ints.count; ++k) out.push_back(v.u.ints.items[k] != 0);
+  return out;
+}
+
+// Declines when any listed tensor's dtype differs from `ref`'s.
+inline void require_dtype(const Call& call, const Tensor& ref, const Tensor& t, const char* what) {
+  OPENREG_SDK_REQUIRE(same_dtype(ref, t), call.op_name(), ": ", what, " has dtype ", sdk::dtype_name(t.dtype()),
+                      ", expected ", sdk::dtype_name(ref.dtype()), " (mixed dtypes are left to the next engine)");
+}
+
+// ------------------------------------------------------------------ emap
+// out = f(in_0, ..., in_{N-1}) elementwise, inputs broadcast to out's shape.
+// f takes and returns C_t<T>. v (optional, nullptr for none) is the same
+// function on Eigen arrays, used on contiguous rows of float/double.
+namespace detail {
+template <class T, size_t N, class F, size_t... I>
+inline void row_contig(F& f, T* o, const std::array<const T*, N>& x, int64_t n, std::index_sequence<I...>) {
+  for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(static_cast<C_t<T>>(x[I][i])...));
+}
+template <class T, size_t N, class F, size_t... I>
+inline void row_strided(F& f, char* o, int64_t so, const std::array<const char*, N>& x,
+                        const std::array<int64_t, N>& sx, int64_t n, std::index_sequence<I...>) {
+  for (int64_t i = 0; i < n; ++i)
+    *reinterpret_cast<T*>(o + i * so) =
+        static_cast<T>(f(static_cast<C_t<T>>(*reinterpret_cast<const T*>(x[I] + i * sx[I]))...));
+}
+template <class T>
+using ArrMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using CArrMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T, size_t N, class V, size_t... I>
+inline void row_vec(V& v, T* o, const std::array<const T*, N>& x, int64_t n, std::index_sequence<I...>) {
+  ArrMap<T>(o, n) = v(CArrMap<T>(x[I], n)...);
+}
+}  // namespace detail
+
+template <class T, size_t N, class F, class V = std::nullptr_t>
+void emap(const sdk::Host& host, const Tensor& out, const std::array<Tensor, N>& in, F f, V v = nullptr) {
+  sdk::Shape shape = sdk::shape_of(out);
+  std::array<sdk::Operand, N + 1> ops;
+  ops[0] = sdk::operand(out, shape);
+  for (size_t i = 0; i < N; ++i) ops[i + 1] = sdk::operand(in[i], shape);
+  constexpr int64_t es = sizeof(T);
+  sdk::for_each_row(host, shape, ops,
+                    [&](const std::array<char*, N + 1>& p, const std::array<int64_t, N + 1>& s, int64_t n) {
+                      bool contig = s[0] == es;
+                      std::array<const char*, N> xp;
+                      std::array<int64_t, N> xs;
+                      for (size_t k = 0; k < N; ++k) {
+                        xp[k] = p[k + 1];
+                        xs[k] = s[k + 1];
+                        contig = contig && xs[k] == es;
+                      }
+                      if (contig) {
+                        std::array<const T*, N> xt;
+                        for (size_t k = 0; k < N; ++k) xt[k] = reinterpret_cast<const T*>(xp[k]);
+                        if constexpr (!std::is_same_v<V, std::nullptr_t> && is_eigen_native<T>) {
+                          detail::row_vec<T, N>(v, reinterpret_cast<T*>(p[0]), xt, n, std::make_index_sequence<N>{});
+                        } else {
+                          detail::row_contig<T, N>(f, reinterpret_cast<T*>(p[0]), xt, n, std::make_index_sequence<N>{});
+                        }
+                      } else {
+                        detail::row_strided<T, N>(f, p[0], s[0], xp, xs, n, std::make_index_sequence<N>{});
+                      }
+                    });
+}
+
+// Dispatch over the elementwise dtypes.
+template <class Fn>
+void dispatch_ew(openreg_dtype d, const char* what, Fn&& fn) {
+  sdk::dispatch<float, double, sdk::bfloat16>(d, what, std::forward<Fn>(fn));
+}
+
+// ------------------------------------------------------------------ GEMM
+// C (col-major, ldc) = alpha * op(A) * op(B) + beta * C, A/B col-major with ld;
+// ta/tb: use the transpose. Single-threaded; callers split the work.
+// beta == 0 overwrites C (NaN in C ignored).
+void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* A, int64_t lda,
+              const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* A, int64_t lda,
+              const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
+template <class T>
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* A, int64_t lda, const T* B,
+                 int64_t ldb, T beta, T* C, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) gemm_f32(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  else gemm_f64(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+const char* gemm_isa();
+
+// ------------------------------------------------------------------ kernels
+enum Binary { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN };
+enum Unary {
+  U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_RELU, U_SIGMOID, U_TANH, U_GELU, U_SIN, U_COS, U_LOG2, U_LOG1P,
+  U_EXPM1, U_ERF, U_RECIPROCAL, U_FLOOR, U_CEIL, U_ROUND, U_TRUNC, U_SILU, U_LEAKY_RELU, U_HARDTANH, U_CLAMP, U_POW
+};
+enum ActBackward { A_THRESHOLD, A_SIGMOID, A_TANH, A_GELU, A_SILU };
+enum Ternary { T_ADDCMUL, T_ADDCDIV, T_LERP };
+enum Foreach { F_ADD, F_SUB, F_MUL, F_DIV, F_ADDCMUL, F_ADDCDIV, F_LERP, F_SQRT, F_NEG, F_ZERO };
+enum Reduce { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_MAX_DIM, R_MIN_DIM, R_ARGMAX, R_ARGMIN, R_SUM_ALL };
+
+// ops_elementwise.cpp
+void binary(const Call&, Binary kind);
+void unary(const Call&, Unary kind);
+void activation_backward(const Call&, ActBackward kind);
+void ternary(const Call&, Ternary kind);
+void fill(const Call&);
+void zero(const Call&);
+void clone(const Call&);
+void copy(const Call&);
+void foreach_op(const Call&, Foreach kind, bool inplace);
+
+// ops_reduce.cpp
+void reduce(const Call&, Reduce kind);
+
+// ops_matmul.cpp (beta/alpha: addmm/baddbmm)
+void matmul(const Call&, bool batched, bool add);
+
+// ops_softmax.cpp
+void softmax(const Call&, bool log);
+void softmax_backward(const Call&, bool log);
+void nll_loss_forward(const Call&);
+void nll_loss_backward(const Call&);
+void mse_loss(const Call&);
+void mse_loss_backward(const Call&);
+
+// ops_norm.cpp
+void layer_norm(const Call&);
+void layer_norm_backward(const Call&);
+void batch_norm(const Call&);
+void batch_norm_backward(const Call&);
+
+// ops_conv.cpp
+void convolution(const Call&);
+void check_convolution(const Call&);
+void convolution_backward(const Call&);
+void max_pool2d(const Call&);
+void max_pool2d_backward(const Call&);
+}  // namespace eigen_engine

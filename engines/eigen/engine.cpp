@@ -1,0 +1,140 @@
+// The Eigen engine's op table: every operator it advertises, for which dtypes,
+// and the kernel serving it. Anything else (and anything a kernel declines)
+// falls back to the next engine of the chain, in the end aten_ref.
+#include <string>
+
+#include "eigen_engine.h"
+
+namespace sdk = openreg::sdk;
+namespace ee = eigen_engine;
+
+namespace {
+
+using DL = std::initializer_list<openreg_dtype>;
+
+// name, name_, name.out (and other out overloads) for one kernel.
+void unary_forms(sdk::EngineDef& e, const std::string& op, DL dt, ee::Unary k, bool has_out = true,
+                 bool has_inplace = true) {
+  auto kern = [k](const sdk::Call& c) { ee::unary(c, k); };
+  e.op("aten::" + op, dt, kern);
+  if (has_inplace) e.op("aten::" + op + "_", dt, kern);
+  if (has_out) e.op("aten::" + op + ".out", dt, kern);
+}
+
+void binary_forms(sdk::EngineDef& e, const std::string& op, DL dt, ee::Binary k, bool scalar_forms = true) {
+  auto kern = [k](const sdk::Call& c) { ee::binary(c, k); };
+  if (k == ee::B_MAX || k == ee::B_MIN) {
+    e.op("aten::" + op, dt, kern);
+    e.op("aten::" + op + ".out", dt, kern);
+    return;
+  }
+  e.op("aten::" + op + ".Tensor", dt, kern);
+  e.op("aten::" + op + "_.Tensor", dt, kern);
+  e.op("aten::" + op + ".out", dt, kern);
+  if (scalar_forms) {
+    e.op("aten::" + op + ".Scalar", dt, kern);
+    e.op("aten::" + op + "_.Scalar", dt, kern);
+    e.op("aten::" + op + ".Scalar_out", dt, kern);
+  }
+}
+
+sdk::EngineDef build() {
+  const auto f32 = sdk::dtypes::float32, f64 = sdk::dtypes::float64, bf16 = sdk::dtypes::bfloat16;
+  const DL ew{f32, f64, bf16};
+  const DL fl{f32, f64};
+  sdk::EngineDef e("eigen", "0.1.0");
+
+  // ---- elementwise (ops_elementwise.cpp)
+  binary_forms(e, "add", ew, ee::B_ADD);
+  binary_forms(e, "sub", ew, ee::B_SUB);
+  binary_forms(e, "mul", ew, ee::B_MUL);
+  binary_forms(e, "div", ew, ee::B_DIV);
+  binary_forms(e, "maximum", ew, ee::B_MAX);
+  binary_forms(e, "minimum", ew, ee::B_MIN);
+
+  unary_forms(e, "neg", ew, ee::U_NEG);
+  unary_forms(e, "abs", ew, ee::U_ABS);
+  unary_forms(e, "exp", ew, ee::U_EXP);
+  unary_forms(e, "log", ew, ee::U_LOG);
+  unary_forms(e, "sqrt", ew, ee::U_SQRT);
+  unary_forms(e, "rsqrt", ew, ee::U_RSQRT);
+  unary_forms(e, "relu", ew, ee::U_RELU);
+  unary_forms(e, "sigmoid", ew, ee::U_SIGMOID);
+  unary_forms(e, "tanh", ew, ee::U_TANH);
+  unary_forms(e, "gelu", ew, ee::U_GELU);
+  unary_forms(e, "sin", ew, ee::U_SIN);
+  unary_forms(e, "cos", ew, ee::U_COS);
+  unary_forms(e, "log2", ew, ee::U_LOG2);
+  unary_forms(e, "log1p", ew, ee::U_LOG1P);
+  unary_forms(e, "expm1", ew, ee::U_EXPM1);
+  unary_forms(e, "erf", ew, ee::U_ERF);
+  unary_forms(e, "reciprocal", ew, ee::U_RECIPROCAL);
+  unary_forms(e, "floor", ew, ee::U_FLOOR);
+  unary_forms(e, "ceil", ew, ee::U_CEIL);
+  unary_forms(e, "round", ew, ee::U_ROUND);
+  unary_forms(e, "trunc", ew, ee::U_TRUNC);
+  unary_forms(e, "silu", ew, ee::U_SILU);
+  unary_forms(e, "leaky_relu", ew, ee::U_LEAKY_RELU);
+  unary_forms(e, "hardtanh", ew, ee::U_HARDTANH);
+  unary_forms(e, "clamp", ew, ee::U_CLAMP);
+  {
+    auto k = [](const sdk::Call& c) { ee::unary(c, ee::U_POW); };
+    e.op("aten::pow.Tensor_Scalar", ew, k);
+    e.op("aten::pow_.Scalar", ew, k);
+    e.op("aten::pow.Tensor_Scalar_out", ew, k);
+  }
+
+  auto act = [&](const std::string& op, ee::ActBackward k) {
+    e.op("aten::" + op, ew, [k](const sdk::Call& c) { ee::activation_backward(c, k); });
+  };
+  act("threshold_backward", ee::A_THRESHOLD);
+  act("sigmoid_backward", ee::A_SIGMOID);
+  act("tanh_backward", ee::A_TANH);
+  act("gelu_backward", ee::A_GELU);
+  act("silu_backward", ee::A_SILU);
+
+  for (auto [op, k] : {std::pair<const char*, ee::Ternary>{"addcmul", ee::T_ADDCMUL}, {"addcdiv", ee::T_ADDCDIV}}) {
+    auto kern = [k = k](const sdk::Call& c) { ee::ternary(c, k); };
+    e.op(std::string("aten::") + op, ew, kern);
+    e.op(std::string("aten::") + op + "_", ew, kern);
+    e.op(std::string("aten::") + op + ".out", ew, kern);
+  }
+  {
+    auto kern = [](const sdk::Call& c) { ee::ternary(c, ee::T_LERP); };
+    for (const char* n : {"aten::lerp.Scalar", "aten::lerp_.Scalar", "aten::lerp.Scalar_out", "aten::lerp.Tensor",
+                          "aten::lerp_.Tensor"})
+      e.op(n, ew, kern);
+  }
+
+  e.op("aten::fill_.Scalar", ew, ee::fill);
+  e.op("aten::zero_", ew, ee::zero);
+  e.op("aten::clone", ew, ee::clone);
+  e.op("aten::copy_", ew, ee::copy);
+
+  auto fe = [&](const std::string& op, ee::Foreach k, std::initializer_list<const char*> overloads) {
+    for (const char* ov : overloads) {
+      const std::string suffix = *ov ? std::string(".") + ov : std::string();
+      e.op("aten::_foreach_" + op + suffix, ew, [k](const sdk::Call& c) { ee::foreach_op(c, k, false); });
+      e.op("aten::_foreach_" + op + "_" + suffix, ew, [k](const sdk::Call& c) { ee::foreach_op(c, k, true); });
+    }
+  };
+  fe("add", ee::F_ADD, {"Scalar", "List"});
+  fe("sub", ee::F_SUB, {"Scalar", "List"});
+  fe("mul", ee::F_MUL, {"Scalar", "List"});
+  fe("div", ee::F_DIV, {"Scalar", "List"});
+  fe("addcmul", ee::F_ADDCMUL, {"Scalar"});
+  fe("addcdiv", ee::F_ADDCDIV, {"Scalar"});
+  fe("lerp", ee::F_LERP, {"Scalar"});
+  fe("sqrt", ee::F_SQRT, {""});
+  fe("neg", ee::F_NEG, {""});
+  e.op("aten::_foreach_zero_", ew, [](const sdk::Call& c) { ee::foreach_op(c, ee::F_ZERO, true); });
+
+  return e;
+}
+
+}  // namespace
+
+extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int32_t, int32_t) {
+  static sdk::EngineDef engine = build();
+  return engine.table();
+}

@@ -1,0 +1,480 @@
+// Elementwise kernels: binary ops with broadcasting and alpha, unary ops and
+// their backward ops, the optimizer's ternary ops, fill/zero/clone/copy and the
+// _foreach_ lists. Contiguous rows of float/double go through vectorised Eigen
+// array expressions; everything else through the SDK's strided row walk.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "eigen_engine.h"
+
+namespace eigen_engine {
+
+namespace {
+
+constexpr double kSqrt1_2 = 0.70710678118654752440;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
+constexpr double k1OverSqrt2Pi = 0.39894228040143267794;
+
+bool is_scalar_operand(const Tensor& t) { return t.dim() == 0; }
+
+// ---------------------------------------------------------------- binary
+template <class T>
+void binary_t(const sdk::Host& host, Binary kind, const Tensor& out, const Tensor& a, const Tensor* b, double bval,
+              double alpha) {
+  using C = C_t<T>;
+  if (b == nullptr) {  // scalar other
+    const C y = scalar_as<T>(bval);
+    const std::array<Tensor, 1> in{a};
+    switch (kind) {
+      case B_ADD:
+      case B_SUB: {
+        const C k = static_cast<C>(kind == B_ADD ? alpha : -alpha) * y;
+        emap<T, 1>(host, out, in, [k](C x) { return x + k; }, [k](const auto& x) { return x + k; });
+        break;
+      }
+      case B_MUL: emap<T, 1>(host, out, in, [y](C x) { return x * y; }, [y](const auto& x) { return x * y; }); break;
+      case B_DIV: emap<T, 1>(host, out, in, [y](C x) { return x / y; }, [y](const auto& x) { return x / y; }); break;
+      case B_MAX: emap<T, 1>(host, out, in, [y](C x) { return x != x ? x : (y != y ? y : (x > y ? x : y)); }); break;
+      case B_MIN: emap<T, 1>(host, out, in, [y](C x) { return x != x ? x : (y != y ? y : (x < y ? x : y)); }); break;
+    }
+    return;
+  }
+  const std::array<Tensor, 2> in{a, *b};
+  switch (kind) {
+    case B_ADD:
+    case B_SUB: {
+      const C k = static_cast<C>(kind == B_ADD ? alpha : -alpha);
+      if (k == C(1))
+        emap<T, 2>(host, out, in, [](C x, C y) { return x + y; }, [](const auto& x, const auto& y) { return x + y; });
+      else
+        emap<T, 2>(host, out, in, [k](C x, C y) { return x + k * y; },
+                   [k](const auto& x, const auto& y) { return x + k * y; });
+      break;
+    }
+    case B_MUL:
+      emap<T, 2>(host, out, in, [](C x, C y) { return x * y; }, [](const auto& x, const auto& y) { return x * y; });
+      break;
+    case B_DIV:
+      emap<T, 2>(host, out, in, [](C x, C y) { return x / y; }, [](const auto& x, const auto& y) { return x / y; });
+      break;
+    case B_MAX: emap<T, 2>(host, out, in, [](C x, C y) { return x != x ? x : (y != y ? y : (x > y ? x : y)); }); break;
+    case B_MIN: emap<T, 2>(host, out, in, [](C x, C y) { return x != x ? x : (y != y ? y : (x < y ? x : y)); }); break;
+  }
+}
+
+// ---------------------------------------------------------------- unary
+struct UnaryParams {
+  double p0 = 0, p1 = 0;
+  bool has_min = false, has_max = false;
+  bool tanh_approx = false;
+};
+
+template <class C>
+C sigmoid1(C x) {
+  return C(1) / (C(1) + std::exp(-x));
+}
+
+template <class T>
+void unary_t(const sdk::Host& host, Unary kind, const Tensor& out, const Tensor& a, const UnaryParams& p) {
+  using C = C_t<T>;
+  const std::array<Tensor, 1> in{a};
+  auto run = [&](auto f) { emap<T, 1>(host, out, in, f); };
+  auto runv = [&](auto f, auto v) { emap<T, 1>(host, out, in, f, v); };
+  switch (kind) {
+    case U_NEG: runv([](C x) { return -x; }, [](const auto& x) { return -x; }); break;
+    case U_ABS: runv([](C x) { return std::abs(x); }, [](const auto& x) { return x.abs(); }); break;
+    case U_EXP: runv([](C x) { return std::exp(x); }, [](const auto& x) { return x.exp(); }); break;
+    case U_LOG: runv([](C x) { return std::log(x); }, [](const auto& x) { return x.log(); }); break;
+    case U_SQRT: runv([](C x) { return std::sqrt(x); }, [](const auto& x) { return x.sqrt(); }); break;
+    case U_RSQRT: run([](C x) { return C(1) / std::sqrt(x); }); break;
+    case U_RELU:
+      runv([](C x) { return x > C(0) || x != x ? x : C(0); },
+           [](const auto& x) { return (x < C(0)).select(C(0), x); });
+      break;
+    case U_SIGMOID: run([](C x) { return sigmoid1(x); }); break;
+    case U_TANH: run([](C x) { return std::tanh(x); }); break;
+    case U_GELU:
+      if (p.tanh_approx)
+        run([](C x) {
+          const C inner = C(kSqrt2OverPi) * (x + C(0.044715) * x * x * x);
+          return C(0.5) * x * (C(1) + std::tanh(inner));
+        });
+      else
+        run([](C x) { return C(0.5) * x * (C(1) + std::erf(x * C(kSqrt1_2))); });
+      break;
+    case U_SIN: run([](C x) { return std::sin(x); }); break;
+    case U_COS: run([](C x) { return std::cos(x); }); break;
+    case U_LOG2: run([](C x) { return std::log2(x); }); break;
+    case U_LOG1P: run([](C x) { return std::log1p(x); }); break;
+    case U_EXPM1: run([](C x) { return std::expm1(x); }); break;
+    case U_ERF: run([](C x) { return std::erf(x); }); break;
+    case U_RECIPROCAL: run([](C x) { return C(1) / x; }); break;
+    case U_FLOOR: run([](C x) { return std::floor(x); }); break;
+    case U_CEIL: run([](C x) { return std::ceil(x); }); break;
+    case U_ROUND: run([](C x) { return std::nearbyint(x); }); break;
+    case U_TRUNC: run([](C x) { return std::trunc(x); }); break;
+    case U_SILU: run([](C x) { return x * sigmoid1(x); }); break;
+    case U_LEAKY_RELU: {
+      const C k = static_cast<C>(p.p0);
+      run([k](C x) { return x > C(0) || x != x ? x : x * k; });
+      break;
+    }
+    case U_HARDTANH:
+    case U_CLAMP: {
+      const C lo = static_cast<C>(p.p0), hi = static_cast<C>(p.p1);
+      const bool has_lo = p.has_min, has_hi = p.has_max;
+      run([=](C x) {
+        if (x != x) return x;
+        if (has_lo && x < lo) x = lo;
+        if (has_hi && x > hi) x = hi;
+        return x;
+      });
+      break;
+    }
+    case U_POW: {
+      const C e = static_cast<C>(p.p0);
+      if (e == C(2)) run([](C x) { return x * x; });
+      else if (e == C(0.5)) run([](C x) { return std::sqrt(x); });
+      else if (e == C(1)) run([](C x) { return x; });
+      else run([e](C x) { return std::pow(x, e); });
+      break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- ternary
+template <class T>
+void ternary_t(const sdk::Host& host, Ternary kind, const Tensor& out, const Tensor& a, const Tensor& b,
+               const Tensor* c, double value) {
+  using C = C_t<T>;
+  const C v = static_cast<C>(value);
+  switch (kind) {
+    case T_ADDCMUL:
+      emap<T, 3>(host, out, {a, b, *c}, [v](C x, C y, C z) { return x + v * y * z; },
+                 [v](const auto& x, const auto& y, const auto& z) { return x + v * y * z; });
+      break;
+    case T_ADDCDIV:
+      emap<T, 3>(host, out, {a, b, *c}, [v](C x, C y, C z) { return x + v * (y / z); },
+                 [v](const auto& x, const auto& y, const auto& z) { return x + v * (y / z); });
+      break;
+    case T_LERP:
+      if (c) {
+        emap<T, 3>(host, out, {a, b, *c}, [](C x, C y, C w) {
+          return std::abs(w) < C(0.5) ? x + w * (y - x) : y - (y - x) * (C(1) - w);
+        });
+      } else if (std::abs(v) < C(0.5)) {
+        emap<T, 2>(host, out, {a, b}, [v](C x, C y) { return x + v * (y - x); },
+                   [v](const auto& x, const auto& y) { return x + v * (y - x); });
+      } else {
+        const C w1 = C(1) - v;
+        emap<T, 2>(host, out, {a, b}, [w1](C x, C y) { return y - (y - x) * w1; },
+                   [w1](const auto& x, const auto& y) { return y - (y - x) * w1; });
+      }
+      break;
+  }
+}
+
+template <class T>
+void fill_t(const sdk::Host& host, const Tensor& out, double value) {
+  const T v = static_cast<T>(value);
+  sdk::Shape shape = sdk::shape_of(out);
+  std::array<sdk::Operand, 1> ops{sdk::operand(out, shape)};
+  sdk::for_each_row(host, shape, ops, [&](const std::array<char*, 1>& p, const std::array<int64_t, 1>& s, int64_t n) {
+    if (s[0] == sizeof(T)) {
+      T* o = reinterpret_cast<T*>(p[0]);
+      std::fill(o, o + n, v);
+    } else {
+      for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * s[0]) = v;
+    }
+  });
+}
+
+// out (T) = src (S), src broadcast to out.
+template <class T, class S>
+void convert_t(const sdk::Host& host, const Tensor& out, const Tensor& src) {
+  sdk::Shape shape = sdk::shape_of(out);
+  std::array<sdk::Operand, 2> ops{sdk::operand(out, shape), sdk::operand(src, shape)};
+  sdk::for_each_row(host, shape, ops, [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+    if constexpr (std::is_same_v<T, S>) {
+      if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
+        std::memcpy(p[0], p[1], static_cast<size_t>(n) * sizeof(T));
+        return;
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const S x = *reinterpret_cast<const S*>(p[1] + i * s[1]);
+      if constexpr (std::is_same_v<T, S>) *reinterpret_cast<T*>(p[0] + i * s[0]) = x;
+      else *reinterpret_cast<T*>(p[0] + i * s[0]) = static_cast<T>(static_cast<C_t<S>>(x));
+    }
+  });
+}
+
+}  // namespace
+
+// add/sub(self, other, alpha), mul/div/maximum/minimum(self, other); .Tensor,
+// .Scalar, in-place, out= forms.
+void binary(const Call& call, Binary kind) {
+  Tensor out = call.output(0), a = call.tensor(0);
+  require_dtype(call, out, a, "self");
+  const bool has_alpha = kind == B_ADD || kind == B_SUB;
+  double alpha = 1.0;
+  if (has_alpha && call.num_args() > 2 && call.kind(2) != OPENREG_VALUE_TENSOR) alpha = call.scalar_or(2, 1.0);
+  std::optional<Tensor> b;
+  double bval = 0;
+  if (call.kind(1) == OPENREG_VALUE_TENSOR) {
+    Tensor t = call.tensor(1);
+    if (is_scalar_operand(t)) {
+      bval = t.item();
+    } else {
+      require_dtype(call, out, t, "other");
+      b = t;
+    }
+  } else {
+    bval = call.scalar(1);
+  }
+  if (b && is_scalar_operand(a) && out.dim() > 0 && !same_dtype(a, out)) sdk::unsupported("binary: 0-dim self");
+  dispatch_ew(out.dtype(), "binary", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    binary_t<T>(call.host(), kind, out, a, b ? &*b : nullptr, bval, alpha);
+  });
+}
+
+void unary(const Call& call, Unary kind) {
+  Tensor out = call.output(0), a = call.tensor(0);
+  require_dtype(call, out, a, "self");
+  UnaryParams p;
+  switch (kind) {
+    case U_GELU: {
+      std::string_view mode = call.num_args() > 1 ? str_arg(call, 1) : std::string_view("none");
+      OPENREG_SDK_REQUIRE(mode == "none" || mode == "tanh", "gelu: approximate=", std::string(mode));
+      p.tanh_approx = mode == "tanh";
+      break;
+    }
+    case U_LEAKY_RELU: p.p0 = call.scalar_or(1, 0.01); break;
+    case U_HARDTANH:
+      p.p0 = call.scalar_or(1, -1.0);
+      p.p1 = call.scalar_or(2, 1.0);
+      p.has_min = p.has_max = true;
+      break;
+    case U_CLAMP:
+      OPENREG_SDK_REQUIRE(call.is_none(1) || call.kind(1) != OPENREG_VALUE_TENSOR, "clamp: tensor bounds");
+      OPENREG_SDK_REQUIRE(call.is_none(2) || call.kind(2) != OPENREG_VALUE_TENSOR, "clamp: tensor bounds");
+      p.has_min = !call.is_none(1);
+      p.has_max = call.num_args() > 2 && !call.is_none(2);
+      if (p.has_min) p.p0 = call.scalar(1);
+      if (p.has_max) p.p1 = call.scalar(2);
+      break;
+    case U_POW: p.p0 = call.scalar(1); break;
+    default: break;
+  }
+  dispatch_ew(out.dtype(), "unary", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    unary_t<T>(call.host(), kind, out, a, p);
+  });
+}
+
+// threshold_backward(grad, self, threshold), sigmoid/tanh_backward(grad, output),
+// gelu_backward(grad, self, approximate), silu_backward(grad, self)
+void activation_backward(const Call& call, ActBackward kind) {
+  Tensor out = call.output(0), g = call.tensor(0), x = call.tensor(1);
+  require_dtype(call, out, g, "grad");
+  require_dtype(call, out, x, "input");
+  bool tanh_approx = false;
+  double thr = 0;
+  if (kind == A_GELU) {
+    std::string_view mode = call.num_args() > 2 ? str_arg(call, 2) : std::string_view("none");
+    OPENREG_SDK_REQUIRE(mode == "none" || mode == "tanh", "gelu_backward: approximate=", std::string(mode));
+    tanh_approx = mode == "tanh";
+  }
+  if (kind == A_THRESHOLD) thr = call.scalar(2);
+  dispatch_ew(out.dtype(), "activation_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = C_t<T>;
+    const std::array<Tensor, 2> in{g, x};
+    const sdk::Host& h = call.host();
+    switch (kind) {
+      case A_THRESHOLD: {
+        const C t = static_cast<C>(thr);
+        emap<T, 2>(h, out, in, [t](C gr, C v) { return v <= t ? C(0) : gr; },
+                   [t](const auto& gr, const auto& v) { return (v <= t).select(C(0), gr); });
+        break;
+      }
+      case A_SIGMOID:
+        emap<T, 2>(h, out, in, [](C gr, C y) { return gr * (C(1) - y) * y; },
+                   [](const auto& gr, const auto& y) { return gr * (C(1) - y) * y; });
+        break;
+      case A_TANH:
+        emap<T, 2>(h, out, in, [](C gr, C y) { return gr * (C(1) - y * y); },
+                   [](const auto& gr, const auto& y) { return gr * (C(1) - y * y); });
+        break;
+      case A_GELU:
+        if (tanh_approx) {
+          emap<T, 2>(h, out, in, [](C gr, C v) {
+            const C kBeta = C(kSqrt2OverPi), kKappa = C(0.044715);
+            const C x_sq = v * v, x_cube = x_sq * v;
+            const C inner = kBeta * (v + kKappa * x_cube);
+            const C th = std::tanh(inner);
+            const C left = C(0.5) * v, right = C(1) + th;
+            const C left_d = C(0.5) * right;
+            const C right_d = left * (C(1) - th * th) * kBeta * (C(1) + C(3) * kKappa * x_sq);
+            return gr * (left_d + right_d);
+          });
+        } else {
+          emap<T, 2>(h, out, in, [](C gr, C v) {
+            const C cdf = C(0.5) * (C(1) + std::erf(v * C(kSqrt1_2)));
+            const C pdf = std::exp(C(-0.5) * v * v) * C(k1OverSqrt2Pi);
+            return gr * (cdf + v * pdf);
+          });
+        }
+        break;
+      case A_SILU:
+        emap<T, 2>(h, out, in, [](C gr, C v) {
+          const C s = sigmoid1(v);
+          return gr * s * (C(1) + v * (C(1) - s));
+        });
+        break;
+    }
+  });
+}
+
+// addcmul/addcdiv(self, t1, t2, value), lerp.Scalar(self, end, weight),
+// lerp.Tensor(self, end, weight)
+void ternary(const Call& call, Ternary kind) {
+  Tensor out = call.output(0), a = call.tensor(0), b = call.tensor(1);
+  require_dtype(call, out, a, "self");
+  require_dtype(call, out, b, "second operand");
+  std::optional<Tensor> c;
+  double value = 1.0;
+  if (kind == T_LERP) {
+    if (call.kind(2) == OPENREG_VALUE_TENSOR) c = call.tensor(2);
+    else value = call.scalar(2);
+  } else {
+    c = call.tensor(2);
+    value = call.scalar_or(3, 1.0);
+  }
+  if (c) require_dtype(call, out, *c, "third operand");
+  dispatch_ew(out.dtype(), "ternary", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ternary_t<T>(call.host(), kind, out, a, b, c ? &*c : nullptr, value);
+  });
+}
+
+void fill(const Call& call) {
+  Tensor out = call.output(0);
+  double v;
+  if (call.kind(1) == OPENREG_VALUE_TENSOR) v = call.tensor(1).item();
+  else v = call.scalar(1);
+  sdk::dispatch<float, double, sdk::bfloat16, int64_t, int32_t, bool>(out.dtype(), "fill_", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    fill_t<T>(call.host(), out, v);
+  });
+}
+
+void zero(const Call& call) {
+  Tensor out = call.output(0);
+  sdk::dispatch<float, double, sdk::bfloat16, int64_t, int32_t, bool>(out.dtype(), "zero_", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    fill_t<T>(call.host(), out, 0.0);
+  });
+}
+
+void clone(const Call& call) {
+  Tensor out = call.output(0), a = call.tensor(0);
+  require_dtype(call, out, a, "self");
+  sdk::dispatch<float, double, sdk::bfloat16, int64_t, int32_t, bool>(out.dtype(), "clone", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    convert_t<T, T>(call.host(), out, a);
+  });
+}
+
+// copy_(self, src, non_blocking): src of float32/float64/bfloat16 into self.
+void copy(const Call& call) {
+  Tensor out = call.output(0), src = call.tensor(1);
+  sdk::dispatch<float, double, sdk::bfloat16>(out.dtype(), "copy_", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    sdk::dispatch<float, double, sdk::bfloat16>(src.dtype(), "copy_ source", [&](auto stag) {
+      using S = typename decltype(stag)::type;
+      convert_t<T, S>(call.host(), out, src);
+    });
+  });
+}
+
+// _foreach_<op>[_].{Scalar,List}: lists of tensors, each handled by the
+// elementwise kernels above. In-place forms write the self list (no outputs).
+void foreach_op(const Call& call, Foreach kind, bool inplace) {
+  std::vector<Tensor> self = call.tensor_list(0);
+  const size_t n = self.size();
+  std::vector<Tensor> outs;
+  if (inplace) {
+    outs = self;
+  } else {
+    OPENREG_SDK_CHECK(call.num_outputs() == static_cast<int>(n), call.op_name(), ": ", call.num_outputs(),
+                      " outputs for ", n, " tensors");
+    for (size_t k = 0; k < n; ++k) outs.push_back(call.output(static_cast<int>(k)));
+  }
+  std::vector<Tensor> l1, l2;
+  double scalar = 0, alpha = 1;
+  bool list_other = false;
+  switch (kind) {
+    case F_ADD:
+    case F_SUB:
+    case F_MUL:
+    case F_DIV:
+      if (call.kind(1) == OPENREG_VALUE_TENSOR_LIST) {
+        list_other = true;
+        l1 = call.tensor_list(1);
+        if ((kind == F_ADD || kind == F_SUB) && call.num_args() > 2 && call.kind(2) != OPENREG_VALUE_TENSOR_LIST)
+          alpha = call.scalar_or(2, 1.0);
+      } else {
+        OPENREG_SDK_REQUIRE(call.kind(1) != OPENREG_VALUE_TENSOR, call.op_name(), ": tensor operand");
+        scalar = call.scalar(1);
+      }
+      break;
+    case F_ADDCMUL:
+    case F_ADDCDIV:
+      l1 = call.tensor_list(1);
+      l2 = call.tensor_list(2);
+      OPENREG_SDK_REQUIRE(call.kind(3) != OPENREG_VALUE_TENSOR && call.kind(3) != OPENREG_VALUE_TENSOR_LIST &&
+                              call.kind(3) != OPENREG_VALUE_DOUBLE_LIST,
+                          call.op_name(), ": scalar list or tensor value");
+      scalar = call.scalar_or(3, 1.0);
+      break;
+    case F_LERP:
+      l1 = call.tensor_list(1);
+      OPENREG_SDK_REQUIRE(call.kind(2) != OPENREG_VALUE_TENSOR_LIST, call.op_name(), ": weight list");
+      scalar = call.scalar(2);
+      break;
+    default: break;
+  }
+  OPENREG_SDK_CHECK((l1.empty() || l1.size() == n) && (l2.empty() || l2.size() == n), call.op_name(),
+                    ": lists of different lengths");
+  // Check every tensor before writing any.
+  for (size_t k = 0; k < n; ++k) {
+    require_dtype(call, outs[k], self[k], "self item");
+    if (!l1.empty()) require_dtype(call, outs[k], l1[k], "list item");
+    if (!l2.empty()) require_dtype(call, outs[k], l2[k], "list item");
+    if (!inplace) require_dtype(call, self[0], outs[k], "output");
+    sdk::dispatch<float, double, sdk::bfloat16>(outs[k].dtype(), "foreach", [](auto) {});
+  }
+  for (size_t k = 0; k < n; ++k) {
+    dispatch_ew(outs[k].dtype(), "foreach", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const sdk::Host& h = call.host();
+      switch (kind) {
+        case F_ADD: binary_t<T>(h, B_ADD, outs[k], self[k], list_other ? &l1[k] : nullptr, scalar, alpha); break;
+        case F_SUB: binary_t<T>(h, B_SUB, outs[k], self[k], list_other ? &l1[k] : nullptr, scalar, alpha); break;
+        case F_MUL: binary_t<T>(h, B_MUL, outs[k], self[k], list_other ? &l1[k] : nullptr, scalar, 1.0); break;
+        case F_DIV: binary_t<T>(h, B_DIV, outs[k], self[k], list_other ? &l1[k] : nullptr, scalar, 1.0); break;
+        case F_ADDCMUL: ternary_t<T>(h, T_ADDCMUL, outs[k], self[k], l1[k], &l2[k], scalar); break;
+        case F_ADDCDIV: ternary_t<T>(h, T_ADDCDIV, outs[k], self[k], l1[k], &l2[k], scalar); break;
+        case F_LERP: ternary_t<T>(h, T_LERP, outs[k], self[k], l1[k], nullptr, scalar); break;
+        case F_SQRT: unary_t<T>(h, U_SQRT, outs[k], self[k], UnaryParams{}); break;
+        case F_NEG: unary_t<T>(h, U_NEG, outs[k], self[k], UnaryParams{}); break;
+        case F_ZERO: fill_t<T>(h, outs[k], 0.0); break;
+      }
+    });
+  }
+}
+
+}  // namespace eigen_engine

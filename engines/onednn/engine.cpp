@@ -60,6 +60,57 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     // convolution
     op("aten::convolution", oe::convolution, oe::check_convolution);
     op("aten::convolution_backward", oe::convolution_backward, oe::check_convolution_backward);
+    // softmax
+    op("aten::_softmax", oe::softmax, oe::check_softmax);
+    op("aten::_softmax.out", oe::softmax, oe::check_softmax);
+    op("aten::_log_softmax", oe::log_softmax, oe::check_softmax);
+    op("aten::_log_softmax.out", oe::log_softmax, oe::check_softmax);
+    op("aten::_softmax_backward_data", oe::softmax_backward, oe::check_softmax_backward);
+    op("aten::_softmax_backward_data.out", oe::softmax_backward, oe::check_softmax_backward);
+    op("aten::_log_softmax_backward_data", oe::log_softmax_backward, oe::check_softmax_backward);
+    op("aten::_log_softmax_backward_data.out", oe::log_softmax_backward, oe::check_softmax_backward);
+    // reductions
+    op("aten::sum.dim_IntList", oe::sum_dim, oe::check_reduction);
+    op("aten::sum.IntList_out", oe::sum_dim, oe::check_reduction);
+    op("aten::mean.dim", oe::mean_dim, oe::check_reduction);
+    op("aten::mean.out", oe::mean_dim, oe::check_reduction);
+    // unary eltwise: functional, in-place, out=
+    for (const char* u : {"relu", "gelu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs"}) {
+      const std::string n = std::string("aten::") + u;
+      op(n.c_str(), oe::unary(u), oe::check_unary(u));
+      op((n + "_").c_str(), oe::unary(u), oe::check_unary(u));
+      op((n + ".out").c_str(), oe::unary(u), oe::check_unary(u));
+    }
+    for (const char* u : {"threshold_backward", "sigmoid_backward", "tanh_backward", "gelu_backward"}) {
+      const std::string n = std::string("aten::") + u;
+      op(n.c_str(), oe::activation_backward(u), oe::check_activation_backward(u));
+    }
+    // binary with broadcasting
+    for (const char* b : {"add", "sub", "mul", "div"}) {
+      const std::string n = std::string("aten::") + b;
+      op((n + ".Tensor").c_str(), oe::binary(b), oe::check_binary(b));
+      op((n + "_.Tensor").c_str(), oe::binary(b), oe::check_binary(b));
+      op((n + ".out").c_str(), oe::binary(b), oe::check_binary(b));
+    }
+    for (const char* b : {"maximum", "minimum"}) {
+      const std::string n = std::string("aten::") + b;
+      op(n.c_str(), oe::binary(b), oe::check_binary(b));
+      op((n + ".out").c_str(), oe::binary(b), oe::check_binary(b));
+    }
+    // pointwise loops (Adam), fill
+    for (const char* v : {"aten::addcmul", "aten::addcmul_", "aten::addcmul.out"}) op(v, oe::addcmul, oe::check_ternary);
+    for (const char* v : {"aten::addcdiv", "aten::addcdiv_", "aten::addcdiv.out"}) op(v, oe::addcdiv, oe::check_ternary);
+    for (const char* v : {"aten::lerp.Scalar", "aten::lerp_.Scalar", "aten::lerp.Scalar_out"})
+      op(v, oe::lerp_scalar, oe::check_ternary);
+    for (const char* v : {"aten::lerp.Tensor", "aten::lerp_.Tensor"})
+      op(v, oe::lerp_tensor, oe::check_ternary);
+    op("aten::fill_.Scalar", oe::fill_scalar, oe::check_fill);
+    op("aten::zero_", oe::zero, oe::check_fill);
+    // losses
+    op("aten::nll_loss_forward", oe::nll_loss_forward, oe::check_nll_loss);
+    op("aten::nll_loss_backward", oe::nll_loss_backward, oe::check_nll_loss);
+#ifdef OPENREG_ONEDNN_NORM_POOL
+#endif
     e.on_init([](const sdk::Host& h) {
       oe::g_host = h;
       oe::g_engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);

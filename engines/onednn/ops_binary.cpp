@@ -1,0 +1,150 @@
+// add/sub (with alpha), mul, div, maximum, minimum with broadcasting, in the
+// functional, in-place and out= forms. Large tensor-tensor add/sub/mul/div go
+// to oneDNN's binary primitive (src1 broadcast through size-1 dims, alpha as a
+// src1 scale); Python numbers (0-dim wrapped scalars), small tensors, expanded
+// views and maximum/minimum (NaN must propagate, as in ATen) run plain loops.
+#include <cmath>
+
+#include "ops.h"
+
+namespace onednn_engine {
+
+namespace {
+
+enum class Bin { Add, Sub, Mul, Div, Max, Min };
+
+Bin bin_of(const std::string& name) {
+  if (name == "add") return Bin::Add;
+  if (name == "sub") return Bin::Sub;
+  if (name == "mul") return Bin::Mul;
+  if (name == "div") return Bin::Div;
+  if (name == "maximum") return Bin::Max;
+  if (name == "minimum") return Bin::Min;
+  sdk::fail(OPENREG_STATUS_INTERNAL, "onednn: unknown binary op " + name);
+}
+
+bool has_alpha(Bin b) { return b == Bin::Add || b == Bin::Sub; }
+
+// A 0-dim `other` of another dtype (a Python number) is read as a scalar.
+bool scalar_other(const sdk::Tensor& out, const sdk::Tensor& other) {
+  return other.dim() == 0 && (!sdk::same_dtype(other.dtype(), out.dtype()) || other.device_index() < 0);
+}
+
+void check(const sdk::Call& call, Bin) {
+  sdk::Tensor a = call.tensor(0), b = call.tensor(1), out = call.output(0);
+  dnnl_dt(out.dtype(), call.op_name().data());
+  require_dtype(call, out.dtype(), {a});
+  if (!scalar_other(out, b)) require_dtype(call, out.dtype(), {b});
+  OPENREG_SDK_REQUIRE(b.dim() > 0 || b.numel() == 1, call.op_name(), ": bad other");
+}
+
+struct BinEntry {
+  dnnl::binary::primitive_desc pd;
+  dnnl::binary prim;
+};
+
+bool primitive_ok(const sdk::Tensor& a, const sdk::Tensor& b, const sdk::Tensor& out) {
+  if (out.numel() < kSmall || a.dim() != out.dim() || b.dim() > out.dim()) return false;
+  for (int64_t i = 0; i < a.dim(); ++i)
+    if (a.size(i) != out.size(i)) return false;
+  return !has_zero_stride(a) && !has_zero_stride(b) && !has_zero_stride(out);
+}
+
+void binary_prim(Bin op, const sdk::Tensor& a, const sdk::Tensor& b, const sdk::Tensor& out, float alpha) {
+  const int64_t rank = out.dim();
+  memory::dims bd(static_cast<size_t>(rank), 1), bs(static_cast<size_t>(rank), 1);
+  for (int64_t i = 0; i < b.dim(); ++i) {
+    bd[static_cast<size_t>(rank - b.dim() + i)] = b.size(i);
+    bs[static_cast<size_t>(rank - b.dim() + i)] = b.size(i) == 1 ? 1 : b.stride(i);
+  }
+  const memory::desc amd = md_of(a), bmd = md_of(b, bd, bs), omd = md_of(out);
+  Key k("binary");
+  k.add(static_cast<int64_t>(op)).add(static_cast<double>(alpha)).add(a).add(bd).add(bs).add(out);
+  auto e = cached<BinEntry>(k, [&] {
+    const dnnl::algorithm alg = op == Bin::Add   ? dnnl::algorithm::binary_add
+                                : op == Bin::Sub ? dnnl::algorithm::binary_sub
+                                : op == Bin::Mul ? dnnl::algorithm::binary_mul
+                                                 : dnnl::algorithm::binary_div;
+    dnnl::primitive_attr attr = base_attr();
+    if (alpha != 1.0f) attr.set_scales(DNNL_ARG_SRC_1, 0, {alpha});
+    dnnl::binary::desc d(alg, amd, bmd, omd);
+    dnnl::binary::primitive_desc pd(d, attr, cpu());
+    return BinEntry{pd, dnnl::binary(pd)};
+  });
+  execute(e->prim, e->pd,
+          {{DNNL_ARG_SRC_0, make_mem(a, amd)}, {DNNL_ARG_SRC_1, make_mem(b, bmd)}, {DNNL_ARG_DST, make_mem(out, omd)}});
+}
+
+inline float apply(Bin op, float x, float y) {
+  switch (op) {
+    case Bin::Add: return x + y;
+    case Bin::Sub: return x - y;
+    case Bin::Mul: return x * y;
+    case Bin::Div: return x / y;
+    case Bin::Max: return (x != x || y != y) ? x + y : (x > y ? x : y);
+    case Bin::Min: return (x != x || y != y) ? x + y : (x < y ? x : y);
+  }
+  return 0.0f;
+}
+
+}  // namespace
+
+sdk::SupportsCheck check_binary(const char* name) {
+  const Bin op = bin_of(name);
+  return [op](const sdk::Call& call) { check(call, op); };
+}
+
+sdk::Kernel binary(const char* name) {
+  const Bin op = bin_of(name);
+  return [op](const sdk::Call& call) {
+    check(call, op);
+    sdk::Tensor a = call.tensor(0), b = call.tensor(1), out = call.output(0);
+    const double alpha = has_alpha(op) ? call.scalar_or(2, 1.0) : 1.0;
+    if (out.numel() == 0) return;
+    if (scalar_other(out, b)) {
+      const double s = b.item();
+      dispatch_float(out.dtype(), "binary", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        switch (op) {
+          case Bin::Add:
+          case Bin::Sub: {
+            const float k = static_cast<float>((op == Bin::Sub ? -alpha : alpha) * s);
+            sdk::unary_map<T>(host(), out, a, [k](T x) { return static_cast<float>(x) + k; });
+            break;
+          }
+          case Bin::Mul: {
+            const float k = static_cast<float>(s);
+            sdk::unary_map<T>(host(), out, a, [k](T x) { return static_cast<float>(x) * k; });
+            break;
+          }
+          case Bin::Div: {
+            const float k = static_cast<float>(s);
+            sdk::unary_map<T>(host(), out, a, [k](T x) { return static_cast<float>(x) / k; });
+            break;
+          }
+          default: {
+            const float k = static_cast<float>(s);
+            sdk::unary_map<T>(host(), out, a, [op, k](T x) { return apply(op, static_cast<float>(x), k); });
+          }
+        }
+      });
+      return;
+    }
+    if (op != Bin::Max && op != Bin::Min && primitive_ok(a, b, out)) {
+      const float f = static_cast<float>(op == Bin::Sub || op == Bin::Add ? alpha : 1.0);
+      return binary_prim(op, a, b, out, f);
+    }
+    dispatch_float(out.dtype(), "binary", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const float k = static_cast<float>(alpha);
+      if (has_alpha(op) && alpha != 1.0) {
+        const float sk = op == Bin::Sub ? -k : k;
+        sdk::binary_map<T>(host(), out, a, b, [sk](T x, T y) { return static_cast<float>(x) + sk * static_cast<float>(y); });
+      } else {
+        sdk::binary_map<T>(host(), out, a, b, [op](T x, T y) { return apply(op, static_cast<float>(x), static_cast<float>(y)); });
+      }
+    });
+  };
+}
+
+}  // namespace onednn_engine

@@ -1,0 +1,201 @@
+// Unary elementwise ops (relu, gelu, sigmoid, tanh, exp, log, sqrt, abs) and the
+// activation backwards (threshold_backward, sigmoid/tanh/gelu_backward).
+// Large tensors whose input and output share one layout go to oneDNN's eltwise
+// primitives; small ones (< 32768 elements, ATen's grain) and odd layouts
+// (expanded inputs, input and output with different strides) run a plain loop
+// in float, on the calling thread for small sizes.
+#include <cmath>
+#include <cstring>
+
+#include "ops.h"
+
+namespace onednn_engine {
+
+namespace {
+
+using Alg = dnnl::algorithm;
+
+std::string string_arg(const sdk::Call& call, int i) {
+  if (call.is_none(i)) return "none";
+  const auto& v = call.arg(i);
+  OPENREG_SDK_CHECK(v.kind == OPENREG_VALUE_STRING, call.op_name(), ": argument ", i, " should be a string");
+  return std::string(v.u.str.data, static_cast<size_t>(v.u.str.length));
+}
+
+bool same_layout(const sdk::Tensor& a, const sdk::Tensor& b) {
+  if (a.dim() != b.dim()) return false;
+  for (int64_t i = 0; i < a.dim(); ++i)
+    if (a.size(i) != b.size(i) || (a.size(i) != 1 && a.stride(i) != b.stride(i))) return false;
+  return true;
+}
+
+bool primitive_ok(const sdk::Tensor& a, const sdk::Tensor& b) {
+  return a.numel() >= kSmall && same_layout(a, b) && !has_zero_stride(a) && is_dense(a);
+}
+
+constexpr float kSqrt1_2 = 0.70710678118654752440f;
+constexpr float kSqrt2_Pi = 0.79788456080286535588f;
+constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
+
+struct UnarySpec {
+  Alg alg;
+  float alpha, beta;
+  float (*f)(float);
+};
+
+float relu_f(float x) { return x > 0.0f || x != x ? x : 0.0f; }
+float gelu_erf_f(float x) { return 0.5f * x * (1.0f + std::erf(x * kSqrt1_2)); }
+float gelu_tanh_f(float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2_Pi * (x + 0.044715f * x * x * x))); }
+float sigmoid_f(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float tanh_f(float x) { return std::tanh(x); }
+float exp_f(float x) { return std::exp(x); }
+float log_f(float x) { return std::log(x); }
+float sqrt_f(float x) { return std::sqrt(x); }
+float abs_f(float x) { return std::fabs(x); }
+
+UnarySpec unary_spec(const std::string& name, const std::string& approximate) {
+  if (name == "relu") return {Alg::eltwise_relu, 0.0f, 0.0f, relu_f};
+  if (name == "gelu") return approximate == "tanh" ? UnarySpec{Alg::eltwise_gelu_tanh, 0, 0, gelu_tanh_f}
+                                                   : UnarySpec{Alg::eltwise_gelu_erf, 0, 0, gelu_erf_f};
+  if (name == "sigmoid") return {Alg::eltwise_logistic, 0, 0, sigmoid_f};
+  if (name == "tanh") return {Alg::eltwise_tanh, 0, 0, tanh_f};
+  if (name == "exp") return {Alg::eltwise_exp, 0, 0, exp_f};
+  if (name == "log") return {Alg::eltwise_log, 0, 0, log_f};
+  if (name == "sqrt") return {Alg::eltwise_sqrt, 0, 0, sqrt_f};
+  if (name == "abs") return {Alg::eltwise_abs, 0, 0, abs_f};
+  sdk::fail(OPENREG_STATUS_INTERNAL, "onednn: unknown unary op " + name);
+}
+
+struct FwdEntry {
+  dnnl::eltwise_forward::primitive_desc pd;
+  dnnl::eltwise_forward prim;
+};
+struct BwdEntry {
+  dnnl::eltwise_backward::primitive_desc pd;
+  dnnl::eltwise_backward prim;
+};
+
+void eltwise_fwd(const sdk::Tensor& src, const sdk::Tensor& dst, const UnarySpec& s) {
+  const memory::desc md = md_of(src);
+  Key k("eltwise_fwd");
+  k.add(static_cast<int64_t>(s.alg)).add(static_cast<double>(s.alpha)).add(src);
+  auto e = cached<FwdEntry>(k, [&] {
+    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, s.alg, md, s.alpha, s.beta);
+    dnnl::eltwise_forward::primitive_desc pd(d, base_attr(), cpu());
+    return FwdEntry{pd, dnnl::eltwise_forward(pd)};
+  });
+  execute(e->prim, e->pd, {{DNNL_ARG_SRC, make_mem(src, md)}, {DNNL_ARG_DST, make_mem(dst, md)}});
+}
+
+// diff_src = f'(data) * diff_dst; `data` is src or dst depending on the algorithm.
+void eltwise_bwd(const sdk::Tensor& grad, const sdk::Tensor& data, const sdk::Tensor& out, Alg alg, bool use_dst) {
+  const memory::desc gmd = md_of(grad), dmd = md_of(data);
+  Key k("eltwise_bwd");
+  k.add(static_cast<int64_t>(alg)).add(grad).add(data);
+  auto e = cached<BwdEntry>(k, [&] {
+    dnnl::eltwise_forward::desc fd(dnnl::prop_kind::forward_training, alg, dmd, 0.0f, 0.0f);
+    dnnl::eltwise_forward::primitive_desc hint(fd, base_attr(), cpu());
+    dnnl::eltwise_backward::desc d(alg, gmd, dmd, 0.0f, 0.0f);
+    dnnl::eltwise_backward::primitive_desc pd(d, base_attr(), cpu(), hint);
+    return BwdEntry{pd, dnnl::eltwise_backward(pd)};
+  });
+  execute(e->prim, e->pd,
+          {{use_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, make_mem(data, dmd)},
+           {DNNL_ARG_DIFF_DST, make_mem(grad, gmd)},
+           {DNNL_ARG_DIFF_SRC, make_mem(out, gmd)}});
+}
+
+void check_same(const sdk::Call& call, const sdk::Tensor& out, std::initializer_list<sdk::Tensor> ins) {
+  dnnl_dt(out.dtype(), call.op_name().data());
+  require_dtype(call, out.dtype(), ins);
+}
+
+}  // namespace
+
+sdk::SupportsCheck check_unary(const char*) {
+  return [](const sdk::Call& call) { check_same(call, call.output(0), {call.tensor(0)}); };
+}
+
+sdk::Kernel unary(const char* name) {
+  const std::string op = name;
+  return [op](const sdk::Call& call) {
+    sdk::Tensor x = call.tensor(0), y = call.output(0);
+    check_same(call, y, {x});
+    const UnarySpec s = unary_spec(op, op == "gelu" ? string_arg(call, 1) : "none");
+    if (y.numel() == 0) return;
+    if (primitive_ok(x, y)) return eltwise_fwd(x, y, s);
+    dispatch_float(y.dtype(), op.c_str(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      sdk::unary_map<T>(host(), y, x, [f = s.f](T v) { return f(static_cast<float>(v)); });
+    });
+  };
+}
+
+sdk::SupportsCheck check_activation_backward(const char*) {
+  return [](const sdk::Call& call) { check_same(call, call.output(0), {call.tensor(0), call.tensor(1)}); };
+}
+
+sdk::Kernel activation_backward(const char* name) {
+  const std::string op = name;
+  return [op](const sdk::Call& call) {
+    sdk::Tensor g = call.tensor(0), d = call.tensor(1), out = call.output(0);
+    check_same(call, out, {g, d});
+    if (out.numel() == 0) return;
+    const bool prim = primitive_ok(g, out) && d.numel() == g.numel() && same_layout(d, g) && !has_zero_stride(d);
+    if (op == "threshold_backward") {
+      const double th = call.scalar(2);
+      if (prim && th == 0.0) return eltwise_bwd(g, d, out, Alg::eltwise_relu, false);
+      const float t = static_cast<float>(th);
+      dispatch_float(out.dtype(), op.c_str(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        sdk::binary_map<T>(host(), out, g, d, [t](T gv, T x) { return static_cast<float>(x) <= t ? 0.0f : static_cast<float>(gv); });
+      });
+      return;
+    }
+    if (op == "sigmoid_backward") {
+      if (prim) return eltwise_bwd(g, d, out, Alg::eltwise_logistic_use_dst_for_bwd, true);
+      dispatch_float(out.dtype(), op.c_str(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        sdk::binary_map<T>(host(), out, g, d, [](T gv, T y) {
+          const float yf = static_cast<float>(y);
+          return static_cast<float>(gv) * (1.0f - yf) * yf;
+        });
+      });
+      return;
+    }
+    if (op == "tanh_backward") {
+      if (prim) return eltwise_bwd(g, d, out, Alg::eltwise_tanh_use_dst_for_bwd, true);
+      dispatch_float(out.dtype(), op.c_str(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        sdk::binary_map<T>(host(), out, g, d, [](T gv, T y) {
+          const float yf = static_cast<float>(y);
+          return static_cast<float>(gv) * (1.0f - yf * yf);
+        });
+      });
+      return;
+    }
+    if (op == "gelu_backward") {
+      const bool tanh_approx = string_arg(call, 2) == "tanh";
+      if (prim) return eltwise_bwd(g, d, out, tanh_approx ? Alg::eltwise_gelu_tanh : Alg::eltwise_gelu_erf, false);
+      dispatch_float(out.dtype(), op.c_str(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        sdk::binary_map<T>(host(), out, g, d, [tanh_approx](T gv, T xv) {
+          const float x = static_cast<float>(xv), gf = static_cast<float>(gv);
+          if (tanh_approx) {
+            const float inner = kSqrt2_Pi * (x + 0.044715f * x * x * x);
+            const float t = std::tanh(inner);
+            const float dinner = kSqrt2_Pi * (1.0f + 3.0f * 0.044715f * x * x);
+            return gf * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner);
+          }
+          const float cdf = 0.5f * (1.0f + std::erf(x * kSqrt1_2));
+          const float pdf = kInvSqrt2Pi * std::exp(-0.5f * x * x);
+          return gf * (cdf + x * pdf);
+        });
+      });
+      return;
+    }
+    sdk::fail(OPENREG_STATUS_INTERNAL, "onednn: unknown activation backward " + op);
+  };
+}
+
+}  // namespace onednn_engine

@@ -1,0 +1,100 @@
+// Ops oneDNN has no primitive for, written as strided loops in float over the
+// SDK's for_each_row (parallel through the host pool only above 32768
+// elements): Adam's addcmul/addcdiv/lerp, fill_ and zero_.
+#include <cstring>
+
+#include "ops.h"
+
+namespace onednn_engine {
+
+namespace {
+
+// out[i] = f(a[i], b[i], c[i]) with a, b, c broadcast to out's shape.
+template <class T, class F>
+void ternary_map(const sdk::Tensor& out, const sdk::Tensor& a, const sdk::Tensor& b, const sdk::Tensor& c, F f) {
+  sdk::Shape shape = sdk::shape_of(out);
+  std::array<sdk::Operand, 4> ops{sdk::operand(out, shape), sdk::operand(a, shape), sdk::operand(b, shape),
+                                  sdk::operand(c, shape)};
+  sdk::for_each_row(host(), shape, ops, [&](const std::array<char*, 4>& p, const std::array<int64_t, 4>& s, int64_t n) {
+    char* o = p[0];
+    const char *x = p[1], *y = p[2], *z = p[3];
+    for (int64_t i = 0; i < n; ++i, o += s[0], x += s[1], y += s[2], z += s[3])
+      *reinterpret_cast<T*>(o) = static_cast<T>(f(static_cast<float>(*reinterpret_cast<const T*>(x)),
+                                                  static_cast<float>(*reinterpret_cast<const T*>(y)),
+                                                  static_cast<float>(*reinterpret_cast<const T*>(z))));
+  });
+}
+
+float lerp(float a, float b, float w) { return w < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w); }
+
+}  // namespace
+
+void check_ternary(const sdk::Call& call) {
+  sdk::Tensor out = call.output(0);
+  dnnl_dt(out.dtype(), call.op_name().data());
+  require_dtype(call, out.dtype(), {call.tensor(0), call.tensor(1)});
+  if (call.kind(2) == OPENREG_VALUE_TENSOR) require_dtype(call, out.dtype(), {call.tensor(2)});
+}
+
+void addcmul(const sdk::Call& call) {
+  check_ternary(call);
+  const float v = static_cast<float>(call.scalar_or(3, 1.0));
+  dispatch_float(call.output(0).dtype(), "addcmul", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ternary_map<T>(call.output(0), call.tensor(0), call.tensor(1), call.tensor(2),
+                   [v](float s, float a, float b) { return s + v * a * b; });
+  });
+}
+
+void addcdiv(const sdk::Call& call) {
+  check_ternary(call);
+  const float v = static_cast<float>(call.scalar_or(3, 1.0));
+  dispatch_float(call.output(0).dtype(), "addcdiv", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ternary_map<T>(call.output(0), call.tensor(0), call.tensor(1), call.tensor(2),
+                   [v](float s, float a, float b) { return s + v * (a / b); });
+  });
+}
+
+void lerp_scalar(const sdk::Call& call) {
+  check_ternary(call);
+  const float w = static_cast<float>(call.scalar(2));
+  dispatch_float(call.output(0).dtype(), "lerp", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    sdk::binary_map<T>(host(), call.output(0), call.tensor(0), call.tensor(1),
+                       [w](T a, T b) { return lerp(static_cast<float>(a), static_cast<float>(b), w); });
+  });
+}
+
+void lerp_tensor(const sdk::Call& call) {
+  check_ternary(call);
+  dispatch_float(call.output(0).dtype(), "lerp", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ternary_map<T>(call.output(0), call.tensor(0), call.tensor(1), call.tensor(2),
+                   [](float a, float b, float w) { return lerp(a, b, w); });
+  });
+}
+
+void check_fill(const sdk::Call& call) { dnnl_dt(call.output(0).dtype(), call.op_name().data()); }
+
+void fill_scalar(const sdk::Call& call) {
+  check_fill(call);
+  const double v = call.scalar(1);
+  sdk::Tensor out = call.output(0);
+  dispatch_float(out.dtype(), "fill_", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T k = static_cast<T>(static_cast<float>(v));
+    sdk::unary_map<T>(host(), out, out, [k](T) { return k; });
+  });
+}
+
+void zero(const sdk::Call& call) {
+  check_fill(call);
+  sdk::Tensor out = call.output(0);
+  dispatch_float(out.dtype(), "zero_", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    sdk::unary_map<T>(host(), out, out, [](T) { return T(0.0f); });
+  });
+}
+
+}  // namespace onednn_engine

@@ -9,6 +9,7 @@
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -171,6 +172,22 @@ void store(const at::Tensor& result, const openreg_tensor& out) {
   dst.copy_(result);
 }
 
+// The device sizes outputs with the Meta kernels, whose native_batch_norm keeps
+// the saved mean/invstd of a bfloat16/float16 input in float32 (as CUDA does);
+// the CPU kernel keeps them in the parameters' dtype and its backward insists on
+// that. The backward gets them in the dtype it expects.
+void align_saved_stats(torch::jit::Stack* stack) {
+  auto& s = *stack;  // grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, ...
+  if (s.size() < 7 || !s[1].isTensor()) return;
+  at::ScalarType want = s[2].isTensor() && s[2].toTensor().defined() ? s[2].toTensor().scalar_type()
+                                                                     : s[1].toTensor().scalar_type();
+  for (size_t i : {size_t(5), size_t(6)}) {
+    if (s[i].isTensor() && s[i].toTensor().defined() && s[i].toTensor().scalar_type() != want) {
+      s[i] = s[i].toTensor().to(want);
+    }
+  }
+}
+
 openreg_status run_call(const openreg_call* call) {
   const auto& op = find_op(call->op_name);
   const auto& schema = op.schema();
@@ -179,6 +196,7 @@ openreg_status run_call(const openreg_call* call) {
   torch::jit::Stack stack;
   stack.reserve(call->num_args);
   for (int32_t i = 0; i < call->num_args; ++i) stack.push_back(to_ivalue(schema.arguments()[i], call->args[i]));
+  if (std::strcmp(call->op_name, "aten::native_batch_norm_backward") == 0) align_saved_stats(&stack);
   op.callBoxed(&stack);
 
   const bool dynamic = call->flags & OPENREG_CALL_DYNAMIC_OUTPUTS;

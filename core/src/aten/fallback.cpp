@@ -13,11 +13,29 @@
 #include <torch/library.h>
 
 #include <array>
+#include <cstring>
+#include <mutex>
 #include <shared_mutex>
 
 namespace openreg {
 
 namespace {
+
+// The outputs one Meta call produced: per schema return, either the mutable
+// argument it aliases (with the sizes the Meta kernel resized it to), None, a
+// tensor, or a list of tensors.
+struct OutputMeta {
+  c10::SmallVector<int64_t, 6> sizes, strides;
+  at::ScalarType dtype = at::ScalarType::Undefined;
+};
+struct ReturnMeta {
+  enum Kind { kAlias, kNone, kUndefined, kTensor, kList } kind = kNone;
+  std::vector<OutputMeta> tensors;  // one for kAlias/kTensor, any number for kList
+};
+struct MetaResult {
+  bool dynamic = false;  // no Meta kernel, or the shape depends on the data
+  std::vector<ReturnMeta> returns;
+};
 
 // What we learn once per operator from its schema.
 struct OpPlan {
@@ -28,6 +46,14 @@ struct OpPlan {
   std::atomic<uint64_t> host_calls{0};
   // Router decisions by dtype slot (see route_slot), filled on first use.
   std::array<std::atomic<Route*>, 36> routes{};
+  // Per argument: a Scalar (number) argument, whose value cannot change the
+  // outputs' metadata, only its type can (except for arange/range).
+  std::vector<bool> number_arg;
+  // Meta results by argument signature (see meta_key): the Meta kernels of many
+  // ops are Python (torch._refs), 50-150 us a call; a training loop repeats the
+  // same signatures every step.
+  std::mutex meta_mutex;
+  std::unordered_map<std::string, std::shared_ptr<const MetaResult>> meta_cache;
 };
 
 // Slot of a dtype in OpPlan::routes: code (0..6) x bits (8..128), or 35 for "no
@@ -63,6 +89,12 @@ std::unique_ptr<OpPlan> make_plan(const c10::FunctionSchema& schema) {
   plan->name = schema.name();
   if (!schema.overload_name().empty()) plan->name += "." + schema.overload_name();
   const auto& args = schema.arguments();
+  bool value_shaped = schema.name() == "aten::arange" || schema.name() == "aten::range";
+  for (const auto& a : args) {
+    auto type = a.real_type();
+    if (auto opt = type->castRaw<c10::OptionalType>()) type = opt->getElementType();
+    plan->number_arg.push_back(!value_shaped && type->kind() == c10::TypeKind::NumberType);
+  }
   for (const auto& r : schema.returns()) {
     int alias = -1;
     const auto* info = r.alias_info();
@@ -141,10 +173,136 @@ c10::IValue map_tensors(const c10::IValue& v, F&& fn) {
   return v;
 }
 
-// Sizes every output with the Meta kernel and allocates it on the device.
-// Returns (per schema return) the output tensors, flattened into *flat.
-void size_outputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpPlan& plan,
-                  c10::Device device, std::vector<c10::IValue>* returns, std::vector<at::Tensor>* flat) {
+// The signature the Meta kernel sees: everything about the arguments that can
+// change the outputs' metadata. Device tensors reach the Meta kernel as fresh
+// empty_strided Meta tensors (dtype, sizes, strides); other tensors as they are,
+// so a 0-dim one adds its value (unless it is a wrapped Python number, whose
+// value only its dtype matters for), and a larger one makes the call uncacheable.
+// Returns false when the call cannot be cached.
+class KeyWriter {
+ public:
+  explicit KeyWriter(std::string* out) : out_(out) {}
+  template <typename T>
+  void put(T v) {
+    char b[sizeof(T)];
+    std::memcpy(b, &v, sizeof(T));
+    out_->append(b, sizeof(T));
+  }
+  void put_ints(c10::IntArrayRef v) {
+    put<int64_t>(static_cast<int64_t>(v.size()));
+    out_->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
+  }
+
+ private:
+  std::string* out_;
+};
+
+bool key_tensor(KeyWriter& w, const at::Tensor& t) {
+  if (!t.defined()) {
+    w.put<char>('u');
+    return true;
+  }
+  if (t.layout() != c10::kStrided || t.is_conj() || t.is_neg()) return false;
+  w.put<char>('t');
+  w.put<int8_t>(static_cast<int8_t>(t.scalar_type()));
+  if (t.device().type() == kDevice) {
+    w.put<char>('d');
+    w.put_ints(t.sizes());
+    w.put_ints(t.strides());
+    return true;
+  }
+  if (t.dim() != 0) return false;
+  w.put<int8_t>(static_cast<int8_t>(t.device().type()));
+  if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+    w.put<char>('w');
+    return true;
+  }
+  if (t.device().type() != c10::DeviceType::CPU) return false;
+  w.put<char>('v');
+  uint64_t bits = 0;
+  std::memcpy(&bits, t.const_data_ptr(), std::min<size_t>(t.element_size(), sizeof(bits)));
+  w.put(bits);
+  return true;
+}
+
+bool meta_key(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, std::string* key) {
+  key->clear();
+  KeyWriter w(key);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = args[i];
+    if (v.isNone()) {
+      w.put<char>('N');
+    } else if (v.isTensor()) {
+      if (!key_tensor(w, v.toTensor())) return false;
+    } else if (plan.number_arg[i] && (v.isInt() || v.isDouble() || v.isBool() || v.isComplexDouble())) {
+      w.put<char>(v.isInt() ? 'I' : v.isDouble() ? 'F' : v.isBool() ? 'B' : 'C');
+    } else if (v.isInt()) {
+      w.put<char>('i');
+      w.put(v.toInt());
+    } else if (v.isDouble()) {
+      w.put<char>('f');
+      w.put(v.toDouble());
+    } else if (v.isBool()) {
+      w.put<char>('b');
+      w.put(v.toBool());
+    } else if (v.isComplexDouble()) {
+      w.put<char>('c');
+      w.put(v.toComplexDouble());
+    } else if (v.isString()) {
+      w.put<char>('s');
+      const auto& str = v.toStringRef();
+      w.put<int64_t>(static_cast<int64_t>(str.size()));
+      key->append(str);
+    } else if (v.isGenerator()) {
+      w.put<char>('g');
+    } else if (v.isDevice()) {
+      w.put<char>('D');
+    } else if (v.isIntList()) {
+      w.put<char>('l');
+      w.put_ints(v.toIntList().vec());
+    } else if (v.isDoubleList()) {
+      w.put<char>('L');
+      for (double d : v.toDoubleList()) w.put(d);
+      w.put<char>(';');
+    } else if (v.isBoolList()) {
+      w.put<char>('m');
+      for (bool b : v.toBoolList()) w.put(b);
+      w.put<char>(';');
+    } else if (v.isList()) {
+      // Tensor lists, optional-tensor lists and SymInt lists.
+      w.put<char>('[');
+      for (const auto& item : v.toListRef()) {
+        if (item.isNone()) {
+          w.put<char>('N');
+        } else if (item.isTensor()) {
+          if (!key_tensor(w, item.toTensor())) return false;
+        } else if (item.isInt()) {
+          w.put<char>('i');
+          w.put(item.toInt());
+        } else {
+          return false;
+        }
+      }
+      w.put<char>(']');
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+OutputMeta describe_meta(const at::Tensor& m) {
+  OutputMeta o;
+  o.sizes.assign(m.sizes().begin(), m.sizes().end());
+  o.strides.assign(m.strides().begin(), m.strides().end());
+  o.dtype = m.scalar_type();
+  return o;
+}
+
+// Runs the Meta kernel on Meta twins of the device tensors. Throws when the op
+// has no Meta kernel or its shapes depend on the data.
+std::shared_ptr<const MetaResult> run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                                           const OpPlan& plan) {
   torch::jit::Stack meta;
   meta.reserve(args.size());
   for (const auto& a : args) {
@@ -160,35 +318,99 @@ void size_outputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
     }
   }
   op.callBoxed(&meta);
-  auto alloc = [&](const at::Tensor& m) -> at::Tensor {
-    if (!m.defined()) return m;
-    return at::empty_strided(m.sizes(), m.strides(), m.options().device(device));
-  };
+  auto result = std::make_shared<MetaResult>();
   for (size_t r = 0; r < plan.return_alias.size(); ++r) {
     const c10::IValue& m = meta[r];
-    int alias = plan.return_alias[r];
-    if (alias >= 0) {
-      const at::Tensor& real = args[alias].toTensor();
-      if (real.sizes() != m.toTensor().sizes()) real.resize_(m.toTensor().sizes());
-      returns->push_back(args[alias]);
-      flat->push_back(real);
+    ReturnMeta rm;
+    if (plan.return_alias[r] >= 0) {
+      rm.kind = ReturnMeta::kAlias;
+      rm.tensors.push_back(describe_meta(m.toTensor()));
     } else if (m.isTensor()) {
-      auto t = alloc(m.toTensor());
-      returns->emplace_back(t);
-      flat->push_back(t);
+      rm.kind = m.toTensor().defined() ? ReturnMeta::kTensor : ReturnMeta::kUndefined;
+      if (m.toTensor().defined()) rm.tensors.push_back(describe_meta(m.toTensor()));
     } else if (m.isNone()) {
-      returns->emplace_back();
-      flat->emplace_back();
+      rm.kind = ReturnMeta::kNone;
     } else {
-      c10::List<at::Tensor> list;
-      for (const auto& item : m.toTensorList()) {
-        auto t = alloc(item);
-        list.push_back(t);
-        flat->push_back(t);
+      rm.kind = ReturnMeta::kList;
+      for (const auto& item : m.toTensorList()) rm.tensors.push_back(describe_meta(item));
+    }
+    result->returns.push_back(std::move(rm));
+  }
+  return result;
+}
+
+// Allocates the outputs a Meta result describes on the device (resizing out=
+// arguments as the Meta kernel did). Returns (per schema return) the output
+// tensors, flattened into *flat.
+void materialize(const MetaResult& m, c10::ArrayRef<c10::IValue> args, const OpPlan& plan, c10::Device device,
+                 std::vector<c10::IValue>* returns, std::vector<at::Tensor>* flat) {
+  auto alloc = [&](const OutputMeta& o) {
+    return at::empty_strided(o.sizes, o.strides, at::TensorOptions().dtype(o.dtype).device(device));
+  };
+  for (size_t r = 0; r < m.returns.size(); ++r) {
+    const ReturnMeta& rm = m.returns[r];
+    switch (rm.kind) {
+      case ReturnMeta::kAlias: {
+        const at::Tensor& real = args[plan.return_alias[r]].toTensor();
+        c10::IntArrayRef sizes(rm.tensors[0].sizes);
+        if (real.sizes() != sizes) real.resize_(sizes);
+        returns->push_back(args[plan.return_alias[r]]);
+        flat->push_back(real);
+        break;
       }
-      returns->emplace_back(list);
+      case ReturnMeta::kTensor: {
+        auto t = alloc(rm.tensors[0]);
+        returns->emplace_back(t);
+        flat->push_back(t);
+        break;
+      }
+      case ReturnMeta::kNone:
+        returns->emplace_back();
+        flat->emplace_back();
+        break;
+      case ReturnMeta::kUndefined:  // a Tensor return left out (output_mask)
+        returns->emplace_back(at::Tensor());
+        flat->emplace_back();
+        break;
+      case ReturnMeta::kList: {
+        c10::List<at::Tensor> list;
+        for (const auto& o : rm.tensors) {
+          auto t = alloc(o);
+          list.push_back(t);
+          flat->push_back(t);
+        }
+        returns->emplace_back(list);
+        break;
+      }
     }
   }
+}
+
+// The Meta result for this call: from the plan's cache, or by running the Meta
+// kernel (and remembering the answer, including "dynamic").
+std::shared_ptr<const MetaResult> meta_for(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                                           OpPlan& plan) {
+  thread_local std::string key;
+  bool cacheable = meta_key(plan, args, &key);
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(plan.meta_mutex);
+    auto it = plan.meta_cache.find(key);
+    if (it != plan.meta_cache.end()) return it->second;
+  }
+  std::shared_ptr<const MetaResult> result;
+  try {
+    result = run_meta(op, args, plan);
+  } catch (const std::exception&) {
+    auto d = std::make_shared<MetaResult>();
+    d->dynamic = true;
+    result = d;
+  }
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(plan.meta_mutex);
+    if (plan.meta_cache.size() >= 4096) plan.meta_cache.clear();  // a bound, not an LRU
+    plan.meta_cache.emplace(key, result);
+  }
+  return result;
 }
 
 // The reference path for what the ABI cannot carry (views, non-tensor
@@ -277,14 +499,12 @@ void router_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   std::vector<c10::IValue> returns;
   std::vector<at::Tensor> outputs;
-  bool dynamic = false;
-  try {
-    size_outputs(op, args, plan, device, &returns, &outputs);
-  } catch (const std::exception&) {
+  auto meta = meta_for(op, args, plan);
+  const bool dynamic = meta->dynamic;
+  if (!dynamic) {
+    materialize(*meta, args, plan, device, &returns, &outputs);
+  } else {
     // No Meta kernel, or the shape depends on the data: the engine sizes outputs.
-    dynamic = true;
-    returns.clear();
-    outputs.clear();
     for (int a : plan.return_alias) {
       TORCH_CHECK(a < 0, "openreg: cannot size the outputs of ", plan.name,
                   " (its Meta kernel failed) and it writes to an out= argument");
@@ -357,7 +577,9 @@ namespace {
 //    CompositeExplicitAutogradNonFunctional wrapper (add.Tensor would become
 //    empty + add.out): engines see aten::add.Tensor, one call instead of two;
 //  - ops whose composite kernel sends unknown backends to *_overrideable stubs
-//    that only raise (convolution, convolution_backward).
+//    that only raise (convolution, convolution_backward);
+//  - native_layer_norm, whose CompositeExplicitAutograd kernel would split it
+//    into native_batch_norm + addcmul, so engines never saw a layer norm.
 struct RegisterDirectRoutes {
   RegisterDirectRoutes() {
     static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
@@ -368,7 +590,8 @@ struct RegisterDirectRoutes {
       if (!op || !op->hasSchema()) continue;
       bool structured = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
                         op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
-      bool overrideable = name.name == "aten::convolution" || name.name == "aten::convolution_backward";
+      bool overrideable = name.name == "aten::convolution" || name.name == "aten::convolution_backward" ||
+                          name.name == "aten::native_layer_norm";
       if (!structured && !overrideable) continue;
       if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
       std::string full = name.name.substr(6);

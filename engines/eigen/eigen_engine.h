@@ -53,6 +53,31 @@ inline void require_dtype(const Call& call, const Tensor& ref, const Tensor& t, 
                       ", expected ", sdk::dtype_name(ref.dtype()), " (mixed dtypes are left to the next engine)");
 }
 
+// A tensor descriptor over engine memory (scratch), usable with the SDK helpers.
+struct LocalTensor {
+  int64_t sizes[8] = {0}, strides[8] = {0};
+  openreg_tensor t{};
+  LocalTensor(void* data, openreg_dtype dtype, std::initializer_list<int64_t> shape) {
+    int64_t n = 0;
+    for (int64_t s : shape) sizes[n++] = s;
+    int64_t st = 1;
+    for (int64_t d = n - 1; d >= 0; --d) {
+      strides[d] = st;
+      st *= sizes[d];
+    }
+    t.struct_size = sizeof(openreg_tensor);
+    t.ndim = static_cast<int32_t>(n);
+    t.data = data;
+    t.byte_offset = 0;
+    t.sizes = sizes;
+    t.strides = strides;
+    t.dtype = dtype;
+    t.device_index = 0;
+  }
+  LocalTensor(const LocalTensor&) = delete;
+  Tensor view() const { return Tensor(&t); }
+};
+
 // ------------------------------------------------------------------ emap
 // out = f(in_0, ..., in_{N-1}) elementwise, inputs broadcast to out's shape.
 // f takes and returns C_t<T>. v (optional, nullptr for none) is the same

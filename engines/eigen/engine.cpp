@@ -129,6 +129,13 @@ sdk::EngineDef build() {
   fe("neg", ee::F_NEG, {""});
   e.op("aten::_foreach_zero_", ew, [](const sdk::Call& c) { ee::foreach_op(c, ee::F_ZERO, true); });
 
+  // ---- linear algebra (ops_matmul.cpp)
+  auto mk = [](bool batched, bool add) { return [=](const sdk::Call& c) { ee::matmul(c, batched, add); }; };
+  for (const char* n : {"aten::mm", "aten::mm.out"}) e.op(n, fl, mk(false, false));
+  for (const char* n : {"aten::bmm", "aten::bmm.out"}) e.op(n, fl, mk(true, false));
+  for (const char* n : {"aten::addmm", "aten::addmm_", "aten::addmm.out"}) e.op(n, fl, mk(false, true));
+  for (const char* n : {"aten::baddbmm", "aten::baddbmm_", "aten::baddbmm.out"}) e.op(n, fl, mk(true, true));
+
   return e;
 }
 

@@ -135,6 +135,55 @@ void emap(const sdk::Host& host, const Tensor& out, const std::array<Tensor, N>&
                     });
 }
 
+// ------------------------------------------------------------------ lines
+// Calls fn(ptrs, strides, L) for every 1-d line of K same-shaped tensors along
+// `dim`: ptrs[k] is the line's first element, strides[k] its element stride.
+// Lines are spread over the host's threads when there is enough work.
+template <class T, size_t K, class Fn>
+void for_each_line(const sdk::Host& host, const std::array<Tensor, K>& ts, int64_t dim, Fn fn) {
+  const Tensor& ref = ts[0];
+  const int64_t nd = ref.dim();
+  if (nd == 0) {
+    std::array<T*, K> p;
+    std::array<int64_t, K> s;
+    for (size_t k = 0; k < K; ++k) {
+      p[k] = reinterpret_cast<T*>(ts[k].bytes());
+      s[k] = 1;
+    }
+    fn(p, s, int64_t(1));
+    return;
+  }
+  if (dim < 0) dim += nd;
+  const int64_t L = ref.size(dim);
+  const int64_t total = ref.numel();
+  if (total == 0) return;
+  const int64_t nlines = total / L;
+  // Other dims, innermost first, for index decomposition.
+  std::vector<int64_t> osz;
+  std::array<std::vector<int64_t>, K> ost;
+  for (int64_t d = nd - 1; d >= 0; --d) {
+    if (d == dim) continue;
+    osz.push_back(ref.size(d));
+    for (size_t k = 0; k < K; ++k) ost[k].push_back(ts[k].stride(d));
+  }
+  std::array<int64_t, K> ls;
+  for (size_t k = 0; k < K; ++k) ls[k] = ts[k].stride(dim);
+  const int64_t grain = std::max<int64_t>(1, sdk::kParallelGrain / std::max<int64_t>(L, 1));
+  host.parallel_for(0, nlines, grain, [&](int64_t b, int64_t e) {
+    for (int64_t line = b; line < e; ++line) {
+      std::array<T*, K> p;
+      for (size_t k = 0; k < K; ++k) p[k] = reinterpret_cast<T*>(ts[k].bytes());
+      int64_t r = line;
+      for (size_t d = 0; d < osz.size(); ++d) {
+        const int64_t i = r % osz[d];
+        r /= osz[d];
+        for (size_t k = 0; k < K; ++k) p[k] += i * ost[k][d];
+      }
+      fn(p, ls, L);
+    }
+  });
+}
+
 // Dispatch over the elementwise dtypes.
 template <class Fn>
 void dispatch_ew(openreg_dtype d, const char* what, Fn&& fn) {

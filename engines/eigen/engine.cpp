@@ -136,6 +136,30 @@ sdk::EngineDef build() {
   for (const char* n : {"aten::addmm", "aten::addmm_", "aten::addmm.out"}) e.op(n, fl, mk(false, true));
   for (const char* n : {"aten::baddbmm", "aten::baddbmm_", "aten::baddbmm.out"}) e.op(n, fl, mk(true, true));
 
+  // ---- softmax and losses (ops_softmax.cpp)
+  for (const char* n : {"aten::_softmax", "aten::_softmax.out"}) e.op(n, fl, [](const sdk::Call& c) { ee::softmax(c, false); });
+  for (const char* n : {"aten::_log_softmax", "aten::_log_softmax.out"}) e.op(n, fl, [](const sdk::Call& c) { ee::softmax(c, true); });
+  for (const char* n : {"aten::_softmax_backward_data", "aten::_softmax_backward_data.out"})
+    e.op(n, fl, [](const sdk::Call& c) { ee::softmax_backward(c, false); });
+  for (const char* n : {"aten::_log_softmax_backward_data", "aten::_log_softmax_backward_data.out"})
+    e.op(n, fl, [](const sdk::Call& c) { ee::softmax_backward(c, true); });
+  e.op("aten::nll_loss_forward", fl, ee::nll_loss_forward);
+  e.op("aten::nll_loss_backward", fl, ee::nll_loss_backward);
+  e.op("aten::mse_loss", fl, ee::mse_loss);  // mse_loss.out: the suite sizes its out wrongly (see README)
+  e.op("aten::mse_loss_backward", fl, ee::mse_loss_backward);
+
+  // ---- reductions (ops_reduce.cpp)
+  auto red = [](ee::Reduce k) { return [k](const sdk::Call& c) { ee::reduce(c, k); }; };
+  e.op("aten::sum", fl, red(ee::R_SUM_ALL));
+  for (const char* n : {"aten::sum.dim_IntList", "aten::sum.IntList_out"}) e.op(n, fl, red(ee::R_SUM));
+  for (const char* n : {"aten::mean.dim", "aten::mean.out"}) e.op(n, fl, red(ee::R_MEAN));
+  for (const char* n : {"aten::amax", "aten::amax.out"}) e.op(n, fl, red(ee::R_AMAX));
+  for (const char* n : {"aten::amin", "aten::amin.out"}) e.op(n, fl, red(ee::R_AMIN));
+  e.op("aten::max.dim", fl, red(ee::R_MAX_DIM));
+  e.op("aten::min.dim", fl, red(ee::R_MIN_DIM));
+  for (const char* n : {"aten::argmax", "aten::argmax.out"}) e.op(n, fl, red(ee::R_ARGMAX));
+  for (const char* n : {"aten::argmin", "aten::argmin.out"}) e.op(n, fl, red(ee::R_ARGMIN));
+
   return e;
 }
 

@@ -43,6 +43,12 @@ memory::desc md_of(const sdk::Tensor& t, const memory::dims& dims, const memory:
 
 memory::desc md_of(const sdk::Tensor& t) { return md_of(t, dims_of(t), strides_of(t)); }
 
+memory::desc plain_md(const memory::dims& dims, dt type) {
+  memory::dims st(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) st[i - 1] = st[i] * std::max<memory::dim>(dims[i], 1);
+  return memory::desc(dims, type, st);
+}
+
 bool is_dense(const sdk::Tensor& t) {
   const int64_t n = t.dim();
   std::vector<int64_t> order(static_cast<size_t>(n));
@@ -190,11 +196,19 @@ void reorder(const memory::desc& from, void* src, const memory::desc& to, void* 
   execute(e->prim, e->pd, {{DNNL_ARG_FROM, memory(from, cpu(), src)}, {DNNL_ARG_TO, memory(to, cpu(), dst)}});
 }
 
+memory stage_in(Buffers& b, const memory::desc& user, void* p, const memory::desc& want) {
+  if (user == want) return memory(want, cpu(), p);
+  void* q = b.alloc(want.get_size());
+  reorder(user, p, want, q);
+  return memory(want, cpu(), q);
+}
+
 // ------------------------------------------------------------ loops
 
 void to_float_vec(const sdk::Tensor& t, float* out) {
   const int64_t n = t.numel();
-  const int64_t st = t.dim() == 0 ? 1 : t.stride(t.dim() - 1);
+  const int64_t st = t.dim() == 1 ? t.stride(0) : 1;
+  OPENREG_SDK_REQUIRE(t.dim() <= 1 || t.is_contiguous(), "a non-contiguous multi-dim parameter tensor");
   sdk::dispatch<float, double, sdk::bfloat16, sdk::float16>(t.dtype(), "per-channel vector", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* p = reinterpret_cast<const T*>(t.bytes());
@@ -208,6 +222,7 @@ void from_float_vec(const float* in, const sdk::Tensor& t) {
   // pattern; they are contiguous as the host allocates them, but honour the
   // innermost stride of a 1-d view.
   const int64_t st = t.dim() == 1 ? t.stride(0) : 1;
+  OPENREG_SDK_REQUIRE(t.dim() <= 1 || t.is_contiguous(), "a non-contiguous multi-dim statistics output");
   sdk::dispatch<float, double, sdk::bfloat16, sdk::float16>(t.dtype(), "per-channel vector", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = reinterpret_cast<T*>(t.bytes());

@@ -8,6 +8,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -112,6 +113,23 @@ void execute(const dnnl::primitive& p, const dnnl::primitive_desc_base& pd, std:
 
 // Makes OpenMP (oneDNN's runtime) use the host's thread count on this thread.
 void align_threads();
+
+// Host scratch buffers that live for one call.
+struct Buffers {
+  std::vector<std::unique_ptr<sdk::Host::Scratch>> bufs;
+  void* alloc(size_t bytes) {
+    bufs.push_back(std::make_unique<sdk::Host::Scratch>(host().raw(), bytes));
+    return bufs.back()->as<void>();
+  }
+  float* floats(int64_t n) { return static_cast<float*>(alloc(static_cast<size_t>(std::max<int64_t>(n, 1)) * 4)); }
+};
+
+// `p` (laid out as `user`) as a memory of layout `want`, reordered into a
+// scratch buffer of `b` if the layouts differ.
+memory stage_in(Buffers& b, const memory::desc& user, void* p, const memory::desc& want);
+
+// Row-major dense descriptor.
+memory::desc plain_md(const memory::dims& dims, dt type);
 
 // A reorder between two descriptors, cached.
 void reorder(const memory::desc& from, void* src, const memory::desc& to, void* dst);

@@ -109,7 +109,12 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     // losses
     op("aten::nll_loss_forward", oe::nll_loss_forward, oe::check_nll_loss);
     op("aten::nll_loss_backward", oe::nll_loss_backward, oe::check_nll_loss);
-#ifdef OPENREG_ONEDNN_NORM_POOL
+    // normalisation
+    op("aten::native_batch_norm", oe::batch_norm, oe::check_batch_norm);
+    op("aten::native_batch_norm_backward", oe::batch_norm_backward, oe::check_batch_norm_backward);
+    op("aten::native_layer_norm", oe::layer_norm, oe::check_layer_norm);
+    op("aten::native_layer_norm_backward", oe::layer_norm_backward, oe::check_layer_norm_backward);
+#ifdef OPENREG_ONEDNN_POOL
 #endif
     e.on_init([](const sdk::Host& h) {
       oe::g_host = h;

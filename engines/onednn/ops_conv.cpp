@@ -9,25 +9,6 @@ namespace onednn_engine {
 
 namespace {
 
-using Scratch = sdk::Host::Scratch;
-
-// Host scratch buffers that live for one call.
-struct Buffers {
-  std::vector<std::unique_ptr<Scratch>> bufs;
-  void* alloc(size_t bytes) {
-    bufs.push_back(std::make_unique<Scratch>(host().raw(), bytes));
-    return bufs.back()->as<void>();
-  }
-};
-
-// `p` (laid out as `user`) as a memory of layout `want`, reordered if needed.
-memory stage_in(Buffers& b, const memory::desc& user, void* p, const memory::desc& want) {
-  if (user == want) return memory(want, cpu(), p);
-  void* q = b.alloc(want.get_size());
-  reorder(user, p, want, q);
-  return memory(want, cpu(), q);
-}
-
 struct Out {
   memory mem;
   memory::desc user;

@@ -1,0 +1,314 @@
+// native_batch_norm(+_backward) and native_layer_norm(+_backward) on oneDNN's
+// normalization primitives. Per-channel vectors (weight, bias, statistics, of
+// whatever float dtype they arrive in) go through float scratch; ATen's extras
+// are done here: save_invstd = 1/sqrt(var + eps), running statistics updated
+// with momentum and the unbiased variance. The backward primitives get
+// var = 1/invstd^2 with eps = 0, so they use exactly the saved invstd/rstd.
+#include <cmath>
+
+#include "ops.h"
+
+namespace onednn_engine {
+
+namespace {
+
+using Flags = dnnl::normalization_flags;
+
+memory::desc vec_md(int64_t n) { return memory::desc({n}, dt::f32, memory::dims{1}); }
+
+// Batch norm data descriptor: 2-d (N, C) inputs are seen as N x C x 1 x 1
+// (oneDNN's 2-d batch norm crashed in testing).
+memory::desc bn_md(const sdk::Tensor& t) {
+  if (t.dim() != 2) return md_of(t);
+  return md_of(t, {t.size(0), t.size(1), 1, 1}, {t.stride(0), t.stride(1), 1, 1});
+}
+memory::desc bn_plain(const sdk::Tensor& t) {
+  memory::dims d = dims_of(t);
+  if (d.size() == 2) d = {d[0], d[1], 1, 1};
+  return plain_md(d, dnnl_dt(t.dtype(), "batch_norm"));
+}
+
+struct BnFwdEntry {
+  dnnl::batch_normalization_forward::primitive_desc pd;
+  dnnl::batch_normalization_forward prim;
+};
+struct BnBwdEntry {
+  dnnl::batch_normalization_backward::primitive_desc pd;
+  dnnl::batch_normalization_backward prim;
+};
+struct LnFwdEntry {
+  dnnl::layer_normalization_forward::primitive_desc pd;
+  dnnl::layer_normalization_forward prim;
+};
+struct LnBwdEntry {
+  dnnl::layer_normalization_backward::primitive_desc pd;
+  dnnl::layer_normalization_backward prim;
+};
+
+void fill(float* p, int64_t n, float v) { std::fill(p, p + n, v); }
+
+bool out_ok(const sdk::Tensor& t) { return !t.defined() || t.numel() == 0 || t.dim() <= 1 || t.is_contiguous(); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- batch norm
+
+void check_batch_norm(const sdk::Call& call) {
+  sdk::Tensor x = call.tensor(0), y = call.output(0);
+  dnnl_dt(x.dtype(), call.op_name().data());
+  require_dtype(call, x.dtype(), {y});
+  OPENREG_SDK_REQUIRE(x.dim() >= 2 && x.dim() <= 5, call.op_name(), ": 2-5 dims only");
+  OPENREG_SDK_REQUIRE(x.numel() > 0, call.op_name(), ": empty input");
+  OPENREG_SDK_REQUIRE(!has_zero_stride(x) && !has_zero_stride(y), call.op_name(), ": expanded tensors");
+  OPENREG_SDK_REQUIRE(call.bool_arg(5) || (!call.is_none(3) && !call.is_none(4)), call.op_name(),
+                      ": eval mode without running statistics");
+  for (int i = 1; i < 3; ++i) OPENREG_SDK_REQUIRE(out_ok(call.output(i)), call.op_name(), ": strided statistics output");
+}
+
+void batch_norm(const sdk::Call& call) {
+  check_batch_norm(call);
+  sdk::Tensor x = call.tensor(0), y = call.output(0), save_mean = call.output(1), save_invstd = call.output(2);
+  auto w = call.optional_tensor(1), b = call.optional_tensor(2), rm = call.optional_tensor(3), rv = call.optional_tensor(4);
+  const bool training = call.bool_arg(5);
+  const double momentum = call.double_arg(6), eps = call.double_arg(7);
+  const int64_t C = x.size(1), count = x.numel() / C;
+  Buffers buf;
+  float *scale = buf.floats(C), *shift = buf.floats(C), *mean = buf.floats(C), *var = buf.floats(C);
+  if (w) to_float_vec(*w, scale); else fill(scale, C, 1.0f);
+  if (b) to_float_vec(*b, shift); else fill(shift, C, 0.0f);
+  if (!training) {
+    to_float_vec(*rm, mean);
+    to_float_vec(*rv, var);
+  }
+  const memory::desc ymd = bn_md(y), xmd = bn_md(x);
+  Flags flags = Flags::use_scale | Flags::use_shift;
+  if (!training) flags = flags | Flags::use_global_stats;
+  Key k("bnorm_fwd");
+  k.add(y).add(static_cast<int64_t>(training)).add(eps);
+  auto e = cached<BnFwdEntry>(k, [&] {
+    dnnl::batch_normalization_forward::desc d(
+        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, ymd, static_cast<float>(eps),
+        flags);
+    dnnl::batch_normalization_forward::primitive_desc pd(d, base_attr(), cpu());
+    return BnFwdEntry{pd, dnnl::batch_normalization_forward(pd)};
+  });
+  execute(e->prim, e->pd,
+          {{DNNL_ARG_SRC, stage_in(buf, xmd, x.bytes(), ymd)},
+           {DNNL_ARG_DST, make_mem(y, ymd)},
+           {DNNL_ARG_SCALE, memory(vec_md(C), cpu(), scale)},
+           {DNNL_ARG_SHIFT, memory(vec_md(C), cpu(), shift)},
+           {DNNL_ARG_MEAN, memory(vec_md(C), cpu(), mean)},
+           {DNNL_ARG_VARIANCE, memory(vec_md(C), cpu(), var)}});
+  if (!training) return;  // saved statistics are empty in eval mode
+  float* invstd = buf.floats(C);
+  for (int64_t c = 0; c < C; ++c) invstd[c] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var[c]) + eps));
+  if (save_mean.defined() && save_mean.numel() == C) from_float_vec(mean, save_mean);
+  if (save_invstd.defined() && save_invstd.numel() == C) from_float_vec(invstd, save_invstd);
+  if (rm && rv) {
+    float *old_m = buf.floats(C), *old_v = buf.floats(C);
+    to_float_vec(*rm, old_m);
+    to_float_vec(*rv, old_v);
+    const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : INFINITY;
+    for (int64_t c = 0; c < C; ++c) {
+      old_m[c] = static_cast<float>((1.0 - momentum) * old_m[c] + momentum * mean[c]);
+      old_v[c] = static_cast<float>((1.0 - momentum) * old_v[c] + momentum * var[c] * unbias);
+    }
+    from_float_vec(old_m, *rm);
+    from_float_vec(old_v, *rv);
+  }
+}
+
+void check_batch_norm_backward(const sdk::Call& call) {
+  sdk::Tensor g = call.tensor(0), x = call.tensor(1);
+  dnnl_dt(x.dtype(), call.op_name().data());
+  require_dtype(call, x.dtype(), {g, call.output(0)});
+  OPENREG_SDK_REQUIRE(x.dim() >= 2 && x.dim() <= 5, call.op_name(), ": 2-5 dims only");
+  OPENREG_SDK_REQUIRE(x.numel() > 0, call.op_name(), ": empty input");
+  OPENREG_SDK_REQUIRE(!has_zero_stride(x) && !has_zero_stride(g), call.op_name(), ": expanded tensors");
+  const bool train = call.bool_arg(7);
+  OPENREG_SDK_REQUIRE(train ? (!call.is_none(5) && !call.is_none(6)) : (!call.is_none(3) && !call.is_none(4)),
+                      call.op_name(), ": missing statistics");
+}
+
+void batch_norm_backward(const sdk::Call& call) {
+  check_batch_norm_backward(call);
+  sdk::Tensor g = call.tensor(0), x = call.tensor(1), gi = call.output(0), gw = call.output(1), gb = call.output(2);
+  auto w = call.optional_tensor(2);
+  const bool train = call.bool_arg(7);
+  const double eps = call.double_arg(8);
+  const int64_t C = x.size(1);
+  Buffers buf;
+  float *scale = buf.floats(C), *mean = buf.floats(C), *var = buf.floats(C);
+  float *dscale = buf.floats(C), *dshift = buf.floats(C);
+  if (w) to_float_vec(*w, scale); else fill(scale, C, 1.0f);
+  float used_eps = static_cast<float>(eps);
+  if (train) {
+    to_float_vec(call.tensor(5), mean);
+    to_float_vec(call.tensor(6), var);
+    for (int64_t c = 0; c < C; ++c) var[c] = 1.0f / (var[c] * var[c]);  // invstd -> var with eps 0
+    used_eps = 0.0f;
+  } else {
+    to_float_vec(call.tensor(3), mean);
+    to_float_vec(call.tensor(4), var);
+  }
+  const bool want_gi = gi.defined();
+  const memory::desc dmd = want_gi ? bn_md(gi) : bn_plain(x);
+  Flags flags = Flags::use_scale | Flags::use_shift;
+  if (!train) flags = flags | Flags::use_global_stats;
+  Key k("bnorm_bwd");
+  k.add(dmd.dims()).add(want_gi ? gi : sdk::Tensor(nullptr)).add(static_cast<int64_t>(train)).add(static_cast<double>(used_eps));
+  k.add(static_cast<int64_t>(dmd.data_type()));
+  auto e = cached<BnBwdEntry>(k, [&] {
+    dnnl::batch_normalization_forward::desc fd(dnnl::prop_kind::forward_training, dmd, used_eps, flags);
+    dnnl::batch_normalization_forward::primitive_desc hint(fd, base_attr(), cpu());
+    dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, dmd, dmd, used_eps, flags);
+    dnnl::batch_normalization_backward::primitive_desc pd(d, base_attr(), cpu(), hint);
+    return BnBwdEntry{pd, dnnl::batch_normalization_backward(pd)};
+  });
+  void* gi_ptr = want_gi ? static_cast<void*>(gi.bytes()) : buf.alloc(dmd.get_size());
+  execute(e->prim, e->pd,
+          {{DNNL_ARG_SRC, stage_in(buf, bn_md(x), x.bytes(), dmd)},
+           {DNNL_ARG_DIFF_DST, stage_in(buf, bn_md(g), g.bytes(), dmd)},
+           {DNNL_ARG_MEAN, memory(vec_md(C), cpu(), mean)},
+           {DNNL_ARG_VARIANCE, memory(vec_md(C), cpu(), var)},
+           {DNNL_ARG_SCALE, memory(vec_md(C), cpu(), scale)},
+           {DNNL_ARG_SHIFT, memory(vec_md(C), cpu(), dshift)},  // oneDNN 2.6 insists on it (unused)
+           {DNNL_ARG_DIFF_SRC, memory(dmd, cpu(), gi_ptr)},
+           {DNNL_ARG_DIFF_SCALE, memory(vec_md(C), cpu(), dscale)},
+           {DNNL_ARG_DIFF_SHIFT, memory(vec_md(C), cpu(), dshift)}});
+  if (gw.defined() && gw.numel() == C) from_float_vec(dscale, gw);
+  if (gb.defined() && gb.numel() == C) from_float_vec(dshift, gb);
+}
+
+// ---------------------------------------------------------------- layer norm
+
+namespace {
+struct LnShape {
+  int64_t M, N;
+};
+LnShape ln_shape(const sdk::Call& call, const sdk::Tensor& x, int ns_arg) {
+  auto ns = call.int_list(ns_arg);
+  OPENREG_SDK_CHECK(ns.size() <= x.dim(), call.op_name(), ": normalized_shape longer than the input");
+  int64_t N = 1;
+  for (int64_t v : ns) N *= v;
+  return {N ? x.numel() / N : 0, N};
+}
+}  // namespace
+
+void check_layer_norm(const sdk::Call& call) {
+  sdk::Tensor x = call.tensor(0), y = call.output(0);
+  dnnl_dt(x.dtype(), call.op_name().data());
+  require_dtype(call, x.dtype(), {y});
+  OPENREG_SDK_REQUIRE(y.is_contiguous(), call.op_name(), ": strided output");
+  OPENREG_SDK_REQUIRE(!has_zero_stride(x), call.op_name(), ": expanded input");
+  OPENREG_SDK_REQUIRE(ln_shape(call, x, 1).N > 0, call.op_name(), ": empty normalized shape");
+  for (int i = 1; i < 3; ++i) OPENREG_SDK_REQUIRE(out_ok(call.output(i)), call.op_name(), ": strided statistics output");
+  for (int i = 2; i < 4; ++i)
+    if (auto t = call.optional_tensor(i)) OPENREG_SDK_REQUIRE(t->dim() <= 1 || t->is_contiguous(), call.op_name(), ": strided weight");
+}
+
+void layer_norm(const sdk::Call& call) {
+  check_layer_norm(call);
+  sdk::Tensor x = call.tensor(0), y = call.output(0), mean_out = call.output(1), rstd_out = call.output(2);
+  auto w = call.optional_tensor(2), b = call.optional_tensor(3);
+  const double eps = call.double_arg(4);
+  const LnShape s = ln_shape(call, x, 1);
+  if (s.M == 0) return;
+  const dt type = dnnl_dt(x.dtype(), "layer_norm");
+  const memory::desc dmd = plain_md({s.M, s.N}, type);
+  const bool affine = w || b;
+  Buffers buf;
+  float *scale = buf.floats(s.N), *shift = buf.floats(s.N), *mean = buf.floats(s.M), *var = buf.floats(s.M);
+  if (w) to_float_vec(*w, scale); else fill(scale, s.N, 1.0f);
+  if (b) to_float_vec(*b, shift); else fill(shift, s.N, 0.0f);
+  const Flags flags = affine ? Flags::use_scale | Flags::use_shift : Flags::none;
+  Key k("lnorm_fwd");
+  k.add(dmd.dims()).add(static_cast<int64_t>(type)).add(eps).add(static_cast<int64_t>(affine));
+  auto e = cached<LnFwdEntry>(k, [&] {
+    dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_training, dmd, vec_md(s.M),
+                                              static_cast<float>(eps), flags);
+    dnnl::layer_normalization_forward::primitive_desc pd(d, base_attr(), cpu());
+    return LnFwdEntry{pd, dnnl::layer_normalization_forward(pd)};
+  });
+  void* src = x.bytes();
+  if (!x.is_contiguous()) src = stage_in(buf, md_of(x), x.bytes(), plain_md(dims_of(x), type)).get_data_handle();
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(dmd, cpu(), src)},
+                                       {DNNL_ARG_DST, memory(dmd, cpu(), y.bytes())},
+                                       {DNNL_ARG_MEAN, memory(vec_md(s.M), cpu(), mean)},
+                                       {DNNL_ARG_VARIANCE, memory(vec_md(s.M), cpu(), var)}};
+  if (affine) {
+    args.emplace(DNNL_ARG_SCALE, memory(vec_md(s.N), cpu(), scale));
+    args.emplace(DNNL_ARG_SHIFT, memory(vec_md(s.N), cpu(), shift));
+  }
+  execute(e->prim, e->pd, std::move(args));
+  for (int64_t i = 0; i < s.M; ++i) var[i] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var[i]) + eps));
+  if (mean_out.defined() && mean_out.numel() == s.M) from_float_vec(mean, mean_out);
+  if (rstd_out.defined() && rstd_out.numel() == s.M) from_float_vec(var, rstd_out);
+}
+
+void check_layer_norm_backward(const sdk::Call& call) {
+  sdk::Tensor g = call.tensor(0), x = call.tensor(1), gi = call.output(0);
+  dnnl_dt(x.dtype(), call.op_name().data());
+  require_dtype(call, x.dtype(), {g, gi});
+  OPENREG_SDK_REQUIRE(!gi.defined() || gi.is_contiguous(), call.op_name(), ": strided grad_input");
+  OPENREG_SDK_REQUIRE(!has_zero_stride(x) && !has_zero_stride(g), call.op_name(), ": expanded input");
+  OPENREG_SDK_REQUIRE(ln_shape(call, x, 2).N > 0, call.op_name(), ": empty normalized shape");
+  for (int i = 3; i < 7; ++i)
+    if (auto t = call.optional_tensor(i)) OPENREG_SDK_REQUIRE(t->dim() <= 1 || t->is_contiguous(), call.op_name(), ": strided parameter");
+  for (int i = 1; i < 3; ++i) OPENREG_SDK_REQUIRE(out_ok(call.output(i)), call.op_name(), ": strided gradient output");
+}
+
+void layer_norm_backward(const sdk::Call& call) {
+  check_layer_norm_backward(call);
+  sdk::Tensor g = call.tensor(0), x = call.tensor(1), mean_t = call.tensor(3), rstd_t = call.tensor(4);
+  sdk::Tensor gi = call.output(0), gw = call.output(1), gb = call.output(2);
+  auto w = call.optional_tensor(5);
+  const LnShape s = ln_shape(call, x, 2);
+  const dt type = dnnl_dt(x.dtype(), "layer_norm_backward");
+  if (s.M == 0) {  // parameter gradients of an empty batch are zero
+    std::vector<float> z(static_cast<size_t>(s.N), 0.0f);
+    if (gw.defined() && gw.numel() == s.N) from_float_vec(z.data(), gw);
+    if (gb.defined() && gb.numel() == s.N) from_float_vec(z.data(), gb);
+    return;
+  }
+  const memory::desc dmd = plain_md({s.M, s.N}, type);
+  const bool affine = w.has_value();
+  Buffers buf;
+  float *scale = buf.floats(s.N), *mean = buf.floats(s.M), *var = buf.floats(s.M);
+  float *dscale = buf.floats(s.N), *dshift = buf.floats(s.N);
+  if (w) to_float_vec(*w, scale); else fill(scale, s.N, 1.0f);
+  to_float_vec(mean_t, mean);
+  to_float_vec(rstd_t, var);
+  for (int64_t i = 0; i < s.M; ++i) var[i] = 1.0f / (var[i] * var[i]);
+  const Flags flags = affine ? Flags::use_scale | Flags::use_shift : Flags::none;
+  Key k("lnorm_bwd");
+  k.add(dmd.dims()).add(static_cast<int64_t>(type)).add(static_cast<int64_t>(affine));
+  auto e = cached<LnBwdEntry>(k, [&] {
+    dnnl::layer_normalization_forward::desc fd(dnnl::prop_kind::forward_training, dmd, vec_md(s.M), 0.0f, flags);
+    dnnl::layer_normalization_forward::primitive_desc hint(fd, base_attr(), cpu());
+    dnnl::layer_normalization_backward::desc d(affine ? dnnl::prop_kind::backward : dnnl::prop_kind::backward_data, dmd,
+                                               dmd, vec_md(s.M), 0.0f, flags);
+    dnnl::layer_normalization_backward::primitive_desc pd(d, base_attr(), cpu(), hint);
+    return LnBwdEntry{pd, dnnl::layer_normalization_backward(pd)};
+  });
+  const memory::desc plain = plain_md(dims_of(x), type);
+  void* xs = x.is_contiguous() ? x.bytes() : stage_in(buf, md_of(x), x.bytes(), plain).get_data_handle();
+  void* gs = g.is_contiguous() ? g.bytes() : stage_in(buf, md_of(g), g.bytes(), plain).get_data_handle();
+  void* gip = gi.defined() ? static_cast<void*>(gi.bytes()) : buf.alloc(dmd.get_size());
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(dmd, cpu(), xs)},
+                                       {DNNL_ARG_DIFF_DST, memory(dmd, cpu(), gs)},
+                                       {DNNL_ARG_MEAN, memory(vec_md(s.M), cpu(), mean)},
+                                       {DNNL_ARG_VARIANCE, memory(vec_md(s.M), cpu(), var)},
+                                       {DNNL_ARG_DIFF_SRC, memory(dmd, cpu(), gip)}};
+  if (affine) {
+    args.emplace(DNNL_ARG_SCALE, memory(vec_md(s.N), cpu(), scale));
+    args.emplace(DNNL_ARG_SHIFT, memory(vec_md(s.N), cpu(), dshift));  // oneDNN 2.6 insists on it (unused)
+    args.emplace(DNNL_ARG_DIFF_SCALE, memory(vec_md(s.N), cpu(), dscale));
+    args.emplace(DNNL_ARG_DIFF_SHIFT, memory(vec_md(s.N), cpu(), dshift));
+  }
+  execute(e->prim, e->pd, std::move(args));
+  if (affine && gw.defined() && gw.numel() == s.N) from_float_vec(dscale, gw);
+  if (affine && gb.defined() && gb.numel() == s.N) from_float_vec(dshift, gb);
+}
+
+}  // namespace onednn_engine

@@ -7,8 +7,9 @@
 #  3. the pytest suite on the openreg device (it also runs the end-to-end
 #     conformance CLI and train.py on the third-party engine, and compiles the
 #     engine authoring guide's snippets in an empty folder);
-#  4. the device part of the pytest suite once more, with the third-party engine
-#     in front of aten_ref (pytest --engine).
+#  4. the device part of the pytest suite once more on every other engine (the
+#     default is the best built one: onednn, then eigen), aten_ref and the
+#     third-party engine included (pytest --engine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -31,7 +32,19 @@ export OPENREG_TEST_PARTIAL_ENGINE="$PWD/$BUILD_DIR/fixtures/libopenreg_engine_f
 export OPENREG_TEST_THIRD_PARTY_ENGINE="$TP_ENGINE"
 "$PY" -m pytest tests/python -q -rs "$@"
 
-echo "== pytest again, on the third-party engine (--engine): the device must behave the same"
-"$PY" -m pytest tests/python -q -rs --engine "$TP_ENGINE" \
-  --ignore=tests/python/test_engine_sdk.py --ignore=tests/python/test_conformance_cli.py \
-  --ignore=tests/python/test_engine_authoring_doc.py "$@"
+# The device suite once more per engine, each in front of aten_ref (pytest --engine):
+# the device must behave the same whatever computes. The files left out test the
+# SDK, the package's engines and the benchmark by name, whatever --engine says.
+RERUN_SKIP=(--ignore=tests/python/test_engine_sdk.py --ignore=tests/python/test_conformance_cli.py
+            --ignore=tests/python/test_engine_authoring_doc.py --ignore=tests/python/test_native_engines.py
+            --ignore=tests/python/test_bench.py)
+DEFAULT_ENGINE=$("$PY" -c "import torch, openreg; torch.ones(1, device='openreg'); print(openreg.info()['chain'][0])")
+for engine in onednn eigen aten_ref "$TP_ENGINE"; do
+  [ "$engine" = "$DEFAULT_ENGINE" ] && continue  # the run above used it
+  if [ "${engine#/}" = "$engine" ] && ! "$PY" -m openreg info | grep -q "^  $engine "; then
+    echo "== (engine $engine not built: skipped)"
+    continue
+  fi
+  echo "== pytest again, on engine $engine (--engine)"
+  "$PY" -m pytest tests/python -q -rs --engine "$engine" "${RERUN_SKIP[@]}" "$@"
+done

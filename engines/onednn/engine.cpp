@@ -114,8 +114,11 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     op("aten::native_batch_norm_backward", oe::batch_norm_backward, oe::check_batch_norm_backward);
     op("aten::native_layer_norm", oe::layer_norm, oe::check_layer_norm);
     op("aten::native_layer_norm_backward", oe::layer_norm_backward, oe::check_layer_norm_backward);
-#ifdef OPENREG_ONEDNN_POOL
-#endif
+    // pooling
+    op("aten::max_pool2d_with_indices", oe::max_pool2d_with_indices, oe::check_max_pool2d);
+    op("aten::max_pool2d_with_indices_backward", oe::max_pool2d_with_indices_backward, oe::check_max_pool2d_backward);
+    op("aten::avg_pool2d", oe::avg_pool2d, oe::check_avg_pool2d);
+    op("aten::avg_pool2d_backward", oe::avg_pool2d_backward, oe::check_avg_pool2d_backward);
     e.on_init([](const sdk::Host& h) {
       oe::g_host = h;
       oe::g_engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);

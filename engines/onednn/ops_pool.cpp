@@ -1,0 +1,286 @@
+// max_pool2d_with_indices(+_backward) and avg_pool2d(+_backward).
+//
+// Max pooling runs in the engine's own loop: ATen's indices are the flat h*W+w
+// offset of the maximum in its input plane (oneDNN's workspace is an opaque
+// per-window offset, not convertible cheaply), and NaN must win as in ATen.
+// Planes are spread over the host pool, small problems stay on the calling
+// thread. Average pooling uses oneDNN's pooling primitives (include/exclude
+// padding); divisor_override and ceil-mode windows that would count padding
+// beyond the declared padding (ATen and oneDNN disagree there) are declined.
+#include <cmath>
+#include <limits>
+
+#include "ops.h"
+
+namespace onednn_engine {
+
+namespace {
+
+struct Pool2d {
+  int64_t kH, kW, sH, sW, pH, pW, dH = 1, dW = 1;
+};
+
+int64_t pick(sdk::Span<int64_t> v, int i, int64_t fallback) {
+  if (v.size() == 0) return fallback;
+  return v.size() == 1 ? v[0] : v[i];
+}
+
+Pool2d pool_args(const sdk::Call& call, int first, bool dilation) {
+  Pool2d p;
+  auto k = call.int_list(first), s = call.int_list(first + 1), pad = call.int_list(first + 2);
+  p.kH = pick(k, 0, 1);
+  p.kW = pick(k, 1, 1);
+  p.sH = pick(s, 0, p.kH);
+  p.sW = pick(s, 1, p.kW);
+  p.pH = pick(pad, 0, 0);
+  p.pW = pick(pad, 1, 0);
+  if (dilation) {
+    auto d = call.int_list(first + 3);
+    p.dH = pick(d, 0, 1);
+    p.dW = pick(d, 1, 1);
+  }
+  return p;
+}
+
+// Plane p of a 3-d (C,H,W) or 4-d (N,C,H,W) tensor: element offset of (p, 0, 0).
+struct Planes {
+  int64_t count, inner, s_outer, s_inner, sH, sW, H, W;
+  int64_t offset(int64_t p) const { return (p / inner) * s_outer + (p % inner) * s_inner; }
+};
+Planes planes(const sdk::Tensor& t) {
+  Planes q;
+  const int64_t n = t.dim();
+  q.H = t.size(n - 2);
+  q.W = t.size(n - 1);
+  q.sH = t.stride(n - 2);
+  q.sW = t.stride(n - 1);
+  if (n == 3) {
+    q.count = t.size(0);
+    q.inner = std::max<int64_t>(t.size(0), 1);
+    q.s_outer = 0;
+    q.s_inner = t.stride(0);
+  } else {
+    q.count = t.size(0) * t.size(1);
+    q.inner = std::max<int64_t>(t.size(1), 1);
+    q.s_outer = t.stride(0);
+    q.s_inner = t.stride(1);
+  }
+  return q;
+}
+
+void check_pool_input(const sdk::Call& call, const sdk::Tensor& x) {
+  dnnl_dt(x.dtype(), call.op_name().data());
+  OPENREG_SDK_REQUIRE(x.dim() == 3 || x.dim() == 4, call.op_name(), ": 3-d or 4-d input only");
+}
+
+}  // namespace
+
+void check_max_pool2d(const sdk::Call& call) {
+  sdk::Tensor x = call.tensor(0);
+  check_pool_input(call, x);
+  require_dtype(call, x.dtype(), {call.output(0)});
+  OPENREG_SDK_REQUIRE(sdk::same_dtype(call.output(1).dtype(), sdk::dtypes::int64), call.op_name(), ": int64 indices only");
+}
+
+void max_pool2d_with_indices(const sdk::Call& call) {
+  check_max_pool2d(call);
+  sdk::Tensor x = call.tensor(0), y = call.output(0), ind = call.output(1);
+  const Pool2d p = pool_args(call, 1, true);
+  const Planes in = planes(x), out = planes(y), idx = planes(ind);
+  const int64_t OH = out.H, OW = out.W;
+  if (y.numel() == 0) return;
+  const int64_t work = std::max<int64_t>(1, OH * OW * p.kH * p.kW);
+  dispatch_float(x.dtype(), "max_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = reinterpret_cast<const T*>(x.bytes());
+    T* yp = reinterpret_cast<T*>(y.bytes());
+    int64_t* ip = ind.data<int64_t>();
+    host().parallel_for(0, in.count, std::max<int64_t>(1, kSmall / work), [&](int64_t b, int64_t e) {
+      for (int64_t pl = b; pl < e; ++pl) {
+        const T* xs = xp + in.offset(pl);
+        T* ys = yp + out.offset(pl);
+        int64_t* is = ip + idx.offset(pl);
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          int64_t h0 = oh * p.sH - p.pH;
+          const int64_t h1 = std::min(h0 + (p.kH - 1) * p.dH + 1, in.H);
+          while (h0 < 0) h0 += p.dH;
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            int64_t w0 = ow * p.sW - p.pW;
+            const int64_t w1 = std::min(w0 + (p.kW - 1) * p.dW + 1, in.W);
+            while (w0 < 0) w0 += p.dW;
+            int64_t best = h0 * in.W + w0;
+            float m = -std::numeric_limits<float>::infinity();
+            for (int64_t h = h0; h < h1; h += p.dH) {
+              for (int64_t w = w0; w < w1; w += p.dW) {
+                const float v = static_cast<float>(xs[h * in.sH + w * in.sW]);
+                if (v > m || std::isnan(v)) {
+                  m = v;
+                  best = h * in.W + w;
+                }
+              }
+            }
+            ys[oh * out.sH + ow * out.sW] = static_cast<T>(m);
+            is[oh * idx.sH + ow * idx.sW] = best;
+          }
+        }
+      }
+    });
+  });
+}
+
+void check_max_pool2d_backward(const sdk::Call& call) {
+  sdk::Tensor g = call.tensor(0), x = call.tensor(1);
+  check_pool_input(call, x);
+  require_dtype(call, x.dtype(), {g, call.output(0)});
+  OPENREG_SDK_REQUIRE(sdk::same_dtype(call.tensor(7).dtype(), sdk::dtypes::int64), call.op_name(), ": int64 indices only");
+}
+
+void max_pool2d_with_indices_backward(const sdk::Call& call) {
+  check_max_pool2d_backward(call);
+  sdk::Tensor g = call.tensor(0), ind = call.tensor(7), gi = call.output(0);
+  const Planes go = planes(g), idx = planes(ind), gin = planes(gi);
+  if (gi.numel() == 0) return;
+  const int64_t OH = go.H, OW = go.W, HW = gin.H * gin.W;
+  const int64_t* ip = ind.data<int64_t>();
+  for (int64_t pl = 0; pl < idx.count; ++pl)  // validate before writing anything
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t i = ip[idx.offset(pl) + oh * idx.sH + ow * idx.sW];
+        OPENREG_SDK_CHECK(i >= 0 && i < HW, "max_pool2d_backward: index ", i, " out of range");
+      }
+  dispatch_float(gi.dtype(), "max_pool2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* gp = reinterpret_cast<const T*>(g.bytes());
+    T* op = reinterpret_cast<T*>(gi.bytes());
+    host().parallel_for(0, gin.count, std::max<int64_t>(1, kSmall / std::max<int64_t>(1, HW)), [&](int64_t b, int64_t e) {
+      std::vector<float> acc(static_cast<size_t>(HW));
+      for (int64_t pl = b; pl < e; ++pl) {
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        const T* gs = gp + go.offset(pl);
+        const int64_t* is = ip + idx.offset(pl);
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow)
+            acc[static_cast<size_t>(is[oh * idx.sH + ow * idx.sW])] += static_cast<float>(gs[oh * go.sH + ow * go.sW]);
+        T* os = op + gin.offset(pl);
+        for (int64_t h = 0; h < gin.H; ++h)
+          for (int64_t w = 0; w < gin.W; ++w) os[h * gin.sH + w * gin.sW] = static_cast<T>(acc[static_cast<size_t>(h * gin.W + w)]);
+      }
+    });
+  });
+}
+
+// ------------------------------------------------------------- avg pool
+
+namespace {
+
+struct AvgEntry {
+  bool ok = false;
+  dnnl::pooling_forward::primitive_desc fpd;
+  dnnl::pooling_forward fwd;
+  dnnl::pooling_backward::primitive_desc bpd;
+  dnnl::pooling_backward bwd;
+};
+
+memory::desc pool_md(const sdk::Tensor& t) {
+  if (t.dim() == 4) return md_of(t);
+  return md_of(t, {1, t.size(0), t.size(1), t.size(2)}, {t.size(0) * t.stride(0), t.stride(0), t.stride(1), t.stride(2)});
+}
+
+struct AvgGeom {
+  memory::dims strides, kernel, pl, pr;
+  bool ok = true;
+};
+
+AvgGeom avg_geom(const Pool2d& p, int64_t H, int64_t W, int64_t OH, int64_t OW, bool include_pad) {
+  AvgGeom g;
+  g.strides = {p.sH, p.sW};
+  g.kernel = {p.kH, p.kW};
+  g.pl = {p.pH, p.pW};
+  const int64_t in[2] = {H, W}, out[2] = {OH, OW}, k[2] = {p.kH, p.kW}, s[2] = {p.sH, p.sW}, pad[2] = {p.pH, p.pW};
+  for (int i = 0; i < 2; ++i) {
+    int64_t r = (out[i] - 1) * s[i] + k[i] - in[i] - pad[i];
+    // A negative right padding only means the last rows are not covered; any
+    // value in [r, r + s - 1] gives the same windows.
+    if (r < 0 && r + s[i] - 1 >= 0) r = 0;
+    if (r < 0 || (include_pad && r > pad[i])) g.ok = false;  // ATen counts padding up to `pad` only
+    g.pr.push_back(r);
+  }
+  return g;
+}
+
+std::shared_ptr<AvgEntry> avg_entry(const sdk::Call& call, const sdk::Tensor& x, const sdk::Tensor& y, const Pool2d& p,
+                                    bool include_pad, bool backward) {
+  const int64_t n = x.dim();
+  const AvgGeom g = avg_geom(p, x.size(n - 2), x.size(n - 1), y.size(n - 2), y.size(n - 1), include_pad);
+  OPENREG_SDK_REQUIRE(g.ok, call.op_name(), ": ceil_mode windows reach past the padding with count_include_pad "
+                                            "(ATen's divisor differs from oneDNN's there)");
+  const memory::desc xmd = pool_md(x), ymd = pool_md(y);
+  Key k(backward ? "avgpool_bwd" : "avgpool_fwd");
+  k.add(x).add(y).add(g.strides).add(g.kernel).add(g.pl).add(g.pr).add(static_cast<int64_t>(include_pad));
+  auto e = cached<AvgEntry>(k, [&] {
+    AvgEntry r;
+    const auto alg = include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding;
+    try {
+      dnnl::pooling_forward::desc fd(backward ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, alg,
+                                     xmd, ymd, g.strides, g.kernel, g.pl, g.pr);
+      r.fpd = dnnl::pooling_forward::primitive_desc(fd, base_attr(), cpu());
+      if (backward) {
+        dnnl::pooling_backward::desc bd(alg, xmd, ymd, g.strides, g.kernel, g.pl, g.pr);
+        r.bpd = dnnl::pooling_backward::primitive_desc(bd, base_attr(), cpu(), r.fpd);
+        r.bwd = dnnl::pooling_backward(r.bpd);
+      } else {
+        r.fwd = dnnl::pooling_forward(r.fpd);
+      }
+      r.ok = true;
+    } catch (const dnnl::error&) {
+    }
+    return r;
+  });
+  OPENREG_SDK_REQUIRE(e->ok, call.op_name(), ": oneDNN has no pooling for this geometry");
+  return e;
+}
+
+}  // namespace
+
+void check_avg_pool2d(const sdk::Call& call) {
+  sdk::Tensor x = call.tensor(0);
+  check_pool_input(call, x);
+  require_dtype(call, x.dtype(), {call.output(0)});
+  OPENREG_SDK_REQUIRE(call.is_none(6), call.op_name(), ": divisor_override is not served");
+  OPENREG_SDK_REQUIRE(!has_zero_stride(x), call.op_name(), ": expanded input");
+}
+
+void avg_pool2d(const sdk::Call& call) {
+  check_avg_pool2d(call);
+  sdk::Tensor x = call.tensor(0), y = call.output(0);
+  if (y.numel() == 0) return;
+  const Pool2d p = pool_args(call, 1, false);
+  auto e = avg_entry(call, x, y, p, call.bool_arg(5), false);
+  execute(e->fwd, e->fpd, {{DNNL_ARG_SRC, make_mem(x, pool_md(x))}, {DNNL_ARG_DST, make_mem(y, pool_md(y))}});
+}
+
+void check_avg_pool2d_backward(const sdk::Call& call) {
+  sdk::Tensor g = call.tensor(0), x = call.tensor(1);
+  check_pool_input(call, x);
+  require_dtype(call, x.dtype(), {g, call.output(0)});
+  OPENREG_SDK_REQUIRE(call.is_none(7), call.op_name(), ": divisor_override is not served");
+  OPENREG_SDK_REQUIRE(!has_zero_stride(g), call.op_name(), ": expanded gradient");
+}
+
+void avg_pool2d_backward(const sdk::Call& call) {
+  check_avg_pool2d_backward(call);
+  sdk::Tensor g = call.tensor(0), gi = call.output(0);
+  if (gi.numel() == 0) return;
+  const Pool2d p = pool_args(call, 2, false);
+  if (g.numel() == 0) {
+    dispatch_float(gi.dtype(), "avg_pool2d_backward", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      sdk::unary_map<T>(host(), gi, gi, [](T) { return 0.0f; });
+    });
+    return;
+  }
+  auto e = avg_entry(call, gi, g, p, call.bool_arg(6), true);
+  execute(e->bwd, e->bpd, {{DNNL_ARG_DIFF_DST, make_mem(g, pool_md(g))}, {DNNL_ARG_DIFF_SRC, make_mem(gi, pool_md(gi))}});
+}
+
+}  // namespace onednn_engine

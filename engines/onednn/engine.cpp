@@ -43,8 +43,15 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
   static sdk::EngineDef engine = [] {
     const auto f32 = sdk::dtypes::float32, bf16 = sdk::dtypes::bfloat16;
     sdk::EngineDef e("onednn", "0.1.0 (oneDNN " + oe::dnnl_version_string() + ")");
+    const auto f64 = sdk::dtypes::float64, i64 = sdk::dtypes::int64;
     auto op = [&](const char* name, sdk::Kernel k, sdk::SupportsCheck check) {
       e.op(name, {f32, bf16}, oe::guarded(std::move(k)), std::move(check));
+    };
+    // Elementwise binaries also serve float64 and int64 (plain loops: Adam's
+    // step bookkeeping, BatchNorm's num_batches_tracked).
+    auto op_wide = [&](const char* name, bool ints, sdk::Kernel k, sdk::SupportsCheck check) {
+      if (ints) e.op(name, {f32, bf16, f64, i64}, oe::guarded(std::move(k)), std::move(check));
+      else e.op(name, {f32, bf16, f64}, oe::guarded(std::move(k)), std::move(check));
     };
     // matmul
     op("aten::mm", oe::mm, oe::check_matmul);
@@ -88,14 +95,15 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     // binary with broadcasting
     for (const char* b : {"add", "sub", "mul", "div"}) {
       const std::string n = std::string("aten::") + b;
-      op((n + ".Tensor").c_str(), oe::binary(b), oe::check_binary(b));
-      op((n + "_.Tensor").c_str(), oe::binary(b), oe::check_binary(b));
-      op((n + ".out").c_str(), oe::binary(b), oe::check_binary(b));
+      const bool ints = std::string(b) != "div";
+      op_wide((n + ".Tensor").c_str(), ints, oe::binary(b), oe::check_binary(b));
+      op_wide((n + "_.Tensor").c_str(), ints, oe::binary(b), oe::check_binary(b));
+      op_wide((n + ".out").c_str(), ints, oe::binary(b), oe::check_binary(b));
     }
     for (const char* b : {"maximum", "minimum"}) {
       const std::string n = std::string("aten::") + b;
-      op(n.c_str(), oe::binary(b), oe::check_binary(b));
-      op((n + ".out").c_str(), oe::binary(b), oe::check_binary(b));
+      op_wide(n.c_str(), true, oe::binary(b), oe::check_binary(b));
+      op_wide((n + ".out").c_str(), true, oe::binary(b), oe::check_binary(b));
     }
     // pointwise loops (Adam), fill
     for (const char* v : {"aten::addcmul", "aten::addcmul_", "aten::addcmul.out"}) op(v, oe::addcmul, oe::check_ternary);

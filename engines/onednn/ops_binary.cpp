@@ -4,6 +4,7 @@
 // src1 scale); Python numbers (0-dim wrapped scalars), small tensors, expanded
 // views and maximum/minimum (NaN must propagate, as in ATen) run plain loops.
 #include <cmath>
+#include <type_traits>
 
 #include "ops.h"
 
@@ -30,9 +31,15 @@ bool scalar_other(const sdk::Tensor& out, const sdk::Tensor& other) {
   return other.dim() == 0 && (!sdk::same_dtype(other.dtype(), out.dtype()) || other.device_index() < 0);
 }
 
-void check(const sdk::Call& call, Bin) {
+bool loop_only_dtype(openreg_dtype d) {
+  return sdk::same_dtype(d, sdk::dtypes::float64) || sdk::same_dtype(d, sdk::dtypes::int64);
+}
+
+void check(const sdk::Call& call, Bin op) {
   sdk::Tensor a = call.tensor(0), b = call.tensor(1), out = call.output(0);
-  dnnl_dt(out.dtype(), call.op_name().data());
+  if (sdk::same_dtype(out.dtype(), sdk::dtypes::int64))
+    OPENREG_SDK_REQUIRE(op != Bin::Div, call.op_name(), ": integer division is not served");
+  if (!loop_only_dtype(out.dtype())) dnnl_dt(out.dtype(), call.op_name().data());
   require_dtype(call, out.dtype(), {a});
   if (!scalar_other(out, b)) require_dtype(call, out.dtype(), {b});
   OPENREG_SDK_REQUIRE(b.dim() > 0 || b.numel() == 1, call.op_name(), ": bad other");
@@ -75,7 +82,8 @@ void binary_prim(Bin op, const sdk::Tensor& a, const sdk::Tensor& b, const sdk::
           {{DNNL_ARG_SRC_0, make_mem(a, amd)}, {DNNL_ARG_SRC_1, make_mem(b, bmd)}, {DNNL_ARG_DST, make_mem(out, omd)}});
 }
 
-inline float apply(Bin op, float x, float y) {
+template <class C>
+inline C apply(Bin op, C x, C y) {
   switch (op) {
     case Bin::Add: return x + y;
     case Bin::Sub: return x - y;
@@ -84,7 +92,7 @@ inline float apply(Bin op, float x, float y) {
     case Bin::Max: return (x != x || y != y) ? x + y : (x > y ? x : y);
     case Bin::Min: return (x != x || y != y) ? x + y : (x < y ? x : y);
   }
-  return 0.0f;
+  return C(0);
 }
 
 }  // namespace
@@ -101,47 +109,34 @@ sdk::Kernel binary(const char* name) {
     sdk::Tensor a = call.tensor(0), b = call.tensor(1), out = call.output(0);
     const double alpha = has_alpha(op) ? call.scalar_or(2, 1.0) : 1.0;
     if (out.numel() == 0) return;
-    if (scalar_other(out, b)) {
-      const double s = b.item();
-      dispatch_float(out.dtype(), "binary", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        switch (op) {
-          case Bin::Add:
-          case Bin::Sub: {
-            const float k = static_cast<float>((op == Bin::Sub ? -alpha : alpha) * s);
-            sdk::unary_map<T>(host(), out, a, [k](T x) { return static_cast<float>(x) + k; });
-            break;
-          }
-          case Bin::Mul: {
-            const float k = static_cast<float>(s);
-            sdk::unary_map<T>(host(), out, a, [k](T x) { return static_cast<float>(x) * k; });
-            break;
-          }
-          case Bin::Div: {
-            const float k = static_cast<float>(s);
-            sdk::unary_map<T>(host(), out, a, [k](T x) { return static_cast<float>(x) / k; });
-            break;
-          }
-          default: {
-            const float k = static_cast<float>(s);
-            sdk::unary_map<T>(host(), out, a, [op, k](T x) { return apply(op, static_cast<float>(x), k); });
-          }
-        }
-      });
-      return;
-    }
-    if (op != Bin::Max && op != Bin::Min && primitive_ok(a, b, out)) {
+    if (op != Bin::Max && op != Bin::Min && !loop_only_dtype(out.dtype()) && !scalar_other(out, b) &&
+        primitive_ok(a, b, out)) {
       const float f = static_cast<float>(op == Bin::Sub || op == Bin::Add ? alpha : 1.0);
       return binary_prim(op, a, b, out, f);
     }
-    dispatch_float(out.dtype(), "binary", [&](auto tag) {
+    sdk::dispatch<float, sdk::bfloat16, double, int64_t>(out.dtype(), "binary", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const float k = static_cast<float>(alpha);
+      // Compute type: float for the 16-bit floats, the type itself otherwise.
+      using C = std::conditional_t<std::is_same_v<T, sdk::bfloat16>, float, T>;
+      if (scalar_other(out, b)) {
+        C k;
+        if constexpr (std::is_same_v<C, int64_t>) {
+          const int64_t s = static_cast<int64_t>(b.item());
+          const int64_t al = static_cast<int64_t>(alpha);
+          k = has_alpha(op) ? (op == Bin::Sub ? -al * s : al * s) : s;
+        } else {
+          const double s = b.item();
+          k = static_cast<C>(has_alpha(op) ? (op == Bin::Sub ? -alpha * s : alpha * s) : s);
+        }
+        const Bin eff = has_alpha(op) ? Bin::Add : op;
+        sdk::unary_map<T>(host(), out, a, [eff, k](T x) { return apply<C>(eff, static_cast<C>(x), k); });
+        return;
+      }
       if (has_alpha(op) && alpha != 1.0) {
-        const float sk = op == Bin::Sub ? -k : k;
-        sdk::binary_map<T>(host(), out, a, b, [sk](T x, T y) { return static_cast<float>(x) + sk * static_cast<float>(y); });
+        const C k = static_cast<C>(op == Bin::Sub ? -alpha : alpha);
+        sdk::binary_map<T>(host(), out, a, b, [k](T x, T y) { return static_cast<C>(x) + k * static_cast<C>(y); });
       } else {
-        sdk::binary_map<T>(host(), out, a, b, [op](T x, T y) { return apply(op, static_cast<float>(x), static_cast<float>(y)); });
+        sdk::binary_map<T>(host(), out, a, b, [op](T x, T y) { return apply<C>(op, static_cast<C>(x), static_cast<C>(y)); });
       }
     });
   };

@@ -58,12 +58,17 @@ struct LocalTensor {
   int64_t sizes[8] = {0}, strides[8] = {0};
   openreg_tensor t{};
   LocalTensor(void* data, openreg_dtype dtype, std::initializer_list<int64_t> shape) {
-    int64_t n = 0;
-    for (int64_t s : shape) sizes[n++] = s;
+    init(data, dtype, shape.begin(), static_cast<int64_t>(shape.size()));
+  }
+  LocalTensor(void* data, openreg_dtype dtype, sdk::Span<int64_t> shape) { init(data, dtype, shape.begin(), shape.size()); }
+  LocalTensor(const LocalTensor&) = delete;
+  void init(void* data, openreg_dtype dtype, const int64_t* shape, int64_t n) {
+    OPENREG_SDK_REQUIRE(n <= 8, "more than 8 dimensions");
     int64_t st = 1;
     for (int64_t d = n - 1; d >= 0; --d) {
+      sizes[d] = shape[d];
       strides[d] = st;
-      st *= sizes[d];
+      st *= shape[d];
     }
     t.struct_size = sizeof(openreg_tensor);
     t.ndim = static_cast<int32_t>(n);
@@ -74,7 +79,6 @@ struct LocalTensor {
     t.dtype = dtype;
     t.device_index = 0;
   }
-  LocalTensor(const LocalTensor&) = delete;
   Tensor view() const { return Tensor(&t); }
 };
 
@@ -182,6 +186,26 @@ void for_each_line(const sdk::Host& host, const std::array<Tensor, K>& ts, int64
       fn(p, ls, L);
     }
   });
+}
+
+// A contiguous copy of `t` in `scratch` (allocated by the caller with
+// contiguous_bytes(t)), or t's own memory when it is contiguous already.
+inline uint64_t contiguous_bytes(const Tensor& t) {
+  return t.is_contiguous() ? 0 : static_cast<uint64_t>(t.numel() * t.element_size());
+}
+template <class T>
+const T* as_contiguous(const sdk::Host& host, const Tensor& t, const sdk::Host::Scratch& scratch) {
+  if (t.is_contiguous()) return t.data<T>();
+  LocalTensor dst(scratch.as<T>(), t.dtype(), t.sizes());
+  emap<T, 1>(host, dst.view(), {t}, [](C_t<T> x) { return x; });
+  return scratch.as<T>();
+}
+// Writes contiguous `src` (t's shape) into t, whatever t's strides.
+template <class T>
+void copy_back(const sdk::Host& host, const Tensor& t, const T* src) {
+  if (t.is_contiguous() && t.data<T>() == src) return;
+  LocalTensor s(const_cast<T*>(src), t.dtype(), t.sizes());
+  emap<T, 1>(host, t, {s.view()}, [](C_t<T> x) { return x; });
 }
 
 // Dispatch over the elementwise dtypes.

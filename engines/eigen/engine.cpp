@@ -160,6 +160,12 @@ sdk::EngineDef build() {
   for (const char* n : {"aten::argmax", "aten::argmax.out"}) e.op(n, fl, red(ee::R_ARGMAX));
   for (const char* n : {"aten::argmin", "aten::argmin.out"}) e.op(n, fl, red(ee::R_ARGMIN));
 
+  // ---- normalisation (ops_norm.cpp)
+  e.op("aten::native_layer_norm", fl, ee::layer_norm);
+  e.op("aten::native_layer_norm_backward", fl, ee::layer_norm_backward);
+  e.op("aten::native_batch_norm", fl, ee::batch_norm);
+  e.op("aten::native_batch_norm_backward", fl, ee::batch_norm_backward);
+
   return e;
 }
 

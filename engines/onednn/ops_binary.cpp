@@ -40,7 +40,8 @@ void check(const sdk::Call& call, Bin op) {
   if (sdk::same_dtype(out.dtype(), sdk::dtypes::int64))
     OPENREG_SDK_REQUIRE(op != Bin::Div, call.op_name(), ": integer division is not served");
   if (!loop_only_dtype(out.dtype())) dnnl_dt(out.dtype(), call.op_name().data());
-  require_dtype(call, out.dtype(), {a});
+  if (!scalar_other(out, a)) require_dtype(call, out.dtype(), {a});
+  OPENREG_SDK_REQUIRE(!(scalar_other(out, a) && scalar_other(out, b)), call.op_name(), ": two scalar operands");
   if (!scalar_other(out, b)) require_dtype(call, out.dtype(), {b});
   OPENREG_SDK_REQUIRE(b.dim() > 0 || b.numel() == 1, call.op_name(), ": bad other");
 }
@@ -110,6 +111,7 @@ sdk::Kernel binary(const char* name) {
     const double alpha = has_alpha(op) ? call.scalar_or(2, 1.0) : 1.0;
     if (out.numel() == 0) return;
     if (op != Bin::Max && op != Bin::Min && !loop_only_dtype(out.dtype()) && !scalar_other(out, b) &&
+        !scalar_other(out, a) &&
         primitive_ok(a, b, out)) {
       const float f = static_cast<float>(op == Bin::Sub || op == Bin::Add ? alpha : 1.0);
       return binary_prim(op, a, b, out, f);
@@ -118,6 +120,14 @@ sdk::Kernel binary(const char* name) {
       using T = typename decltype(tag)::type;
       // Compute type: float for the 16-bit floats, the type itself otherwise.
       using C = std::conditional_t<std::is_same_v<T, sdk::bfloat16>, float, T>;
+      if (scalar_other(out, a)) {  // a 0-dim self of another dtype (ATen: no promotion)
+        const C s = static_cast<C>(a.item());
+        const C k = static_cast<C>(has_alpha(op) ? (op == Bin::Sub ? -alpha : alpha) : 1.0);
+        sdk::unary_map<T>(host(), out, b, [op, s, k](T y) {
+          return has_alpha(op) ? s + k * static_cast<C>(y) : apply<C>(op, s, static_cast<C>(y));
+        });
+        return;
+      }
       if (scalar_other(out, b)) {
         C k;
         if constexpr (std::is_same_v<C, int64_t>) {

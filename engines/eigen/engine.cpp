@@ -166,6 +166,15 @@ sdk::EngineDef build() {
   e.op("aten::native_batch_norm", fl, ee::batch_norm);
   e.op("aten::native_batch_norm_backward", fl, ee::batch_norm_backward);
 
+  // ---- convolution and pooling (ops_conv.cpp)
+  e.op("aten::convolution", fl, ee::convolution, ee::check_convolution);
+  e.op("aten::convolution_backward", fl, ee::convolution_backward, [](const sdk::Call& c) {
+    OPENREG_SDK_REQUIRE(!c.bool_arg(7), c.op_name(), ": transposed convolution");
+    OPENREG_SDK_REQUIRE(c.tensor(1).dim() == 4, c.op_name(), ": only 2-d convolution");
+  });
+  e.op("aten::max_pool2d_with_indices", fl, ee::max_pool2d);
+  e.op("aten::max_pool2d_with_indices_backward", fl, ee::max_pool2d_backward);
+
   return e;
 }
 

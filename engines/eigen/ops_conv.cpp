@@ -1,0 +1,437 @@
+// 2-d convolution (forward and backward, groups, stride, padding, dilation) as
+// im2col + Eigen GEMM, and max_pool2d_with_indices forward/backward. float32 and
+// float64. Strided tensors are packed to contiguous scratch first. Work is split
+// over images of the batch through the host's parallel_for; each GEMM is
+// single-threaded (or split by columns when the batch is smaller than the pool).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "eigen_engine.h"
+
+namespace eigen_engine {
+
+namespace {
+
+// Row-major C[M,N] = alpha * op(A) @ op(B) + beta * C, through the col-major core.
+template <class T>
+void gemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
+             T beta, T* C, int64_t ldc) {
+  gemm<T>(tb, ta, N, M, K, T(1), B, ldb, A, lda, beta, C, ldc);
+}
+
+struct ConvGeom {
+  int64_t N, C, H, W, O, kh, kw, Ho, Wo, sh, sw, ph, pw, dh, dw, groups;
+  int64_t Cg() const { return C / groups; }
+  int64_t Og() const { return O / groups; }
+  int64_t P() const { return Ho * Wo; }
+  int64_t CKK() const { return Cg() * kh * kw; }
+  bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
+};
+
+int64_t pair_at(sdk::Span<int64_t> v, int64_t i, int64_t def) {
+  if (v.empty()) return def;
+  return v.size() == 1 ? v[0] : v[i];
+}
+
+ConvGeom geometry(const Call& call, const Tensor& in, const Tensor& w, int first) {
+  ConvGeom g{};
+  g.N = in.size(0);
+  g.C = in.size(1);
+  g.H = in.size(2);
+  g.W = in.size(3);
+  g.O = w.size(0);
+  g.kh = w.size(2);
+  g.kw = w.size(3);
+  sdk::Span<int64_t> st = call.int_list(first), pd = call.int_list(first + 1), dl = call.int_list(first + 2);
+  g.sh = pair_at(st, 0, 1);
+  g.sw = pair_at(st, 1, 1);
+  g.ph = pair_at(pd, 0, 0);
+  g.pw = pair_at(pd, 1, 0);
+  g.dh = pair_at(dl, 0, 1);
+  g.dw = pair_at(dl, 1, 1);
+  g.groups = call.int_arg(first + 5);
+  OPENREG_SDK_CHECK(g.groups > 0 && g.C % g.groups == 0 && g.O % g.groups == 0 && w.size(1) == g.C / g.groups,
+                    call.op_name(), ": weight ", w.describe(), " does not match input ", in.describe(), " with groups ",
+                    g.groups);
+  OPENREG_SDK_CHECK(g.sh > 0 && g.sw > 0 && g.dh > 0 && g.dw > 0, call.op_name(), ": bad stride or dilation");
+  g.Ho = (g.H + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
+  g.Wo = (g.W + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+  return g;
+}
+
+// col[(c*kh + i)*kw + j][oh*Wo + ow] = x[c][oh*sh - ph + i*dh][ow*sw - pw + j*dw]
+template <class T>
+void im2col(const ConvGeom& g, const T* x, T* col) {
+  const int64_t P = g.P();
+  for (int64_t c = 0; c < g.Cg(); ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) {
+        T* row = col + ((c * g.kh + i) * g.kw + j) * P;
+        const T* plane = x + c * g.H * g.W;
+        for (int64_t oh = 0; oh < g.Ho; ++oh) {
+          const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+          T* r = row + oh * g.Wo;
+          if (ih < 0 || ih >= g.H) {
+            std::fill(r, r + g.Wo, T(0));
+            continue;
+          }
+          const T* src = plane + ih * g.W;
+          const int64_t off = j * g.dw - g.pw;
+          if (g.sw == 1) {
+            // ow valid where 0 <= ow + off < W
+            const int64_t lo = std::clamp<int64_t>(-off, 0, g.Wo), hi = std::clamp<int64_t>(g.W - off, lo, g.Wo);
+            std::fill(r, r + lo, T(0));
+            std::memcpy(r + lo, src + lo + off, sizeof(T) * static_cast<size_t>(hi - lo));
+            std::fill(r + hi, r + g.Wo, T(0));
+          } else {
+            for (int64_t ow = 0; ow < g.Wo; ++ow) {
+              const int64_t iw = ow * g.sw + off;
+              r[ow] = (iw >= 0 && iw < g.W) ? src[iw] : T(0);
+            }
+          }
+        }
+      }
+}
+
+// x[c][ih][iw] += col[...] (the adjoint of im2col); x is zeroed by the caller.
+template <class T>
+void col2im(const ConvGeom& g, const T* col, T* x) {
+  const int64_t P = g.P();
+  for (int64_t c = 0; c < g.Cg(); ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const T* row = col + ((c * g.kh + i) * g.kw + j) * P;
+        T* plane = x + c * g.H * g.W;
+        for (int64_t oh = 0; oh < g.Ho; ++oh) {
+          const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+          if (ih < 0 || ih >= g.H) continue;
+          const T* r = row + oh * g.Wo;
+          T* dst = plane + ih * g.W;
+          const int64_t off = j * g.dw - g.pw;
+          for (int64_t ow = 0; ow < g.Wo; ++ow) {
+            const int64_t iw = ow * g.sw + off;
+            if (iw >= 0 && iw < g.W) dst[iw] += r[ow];
+          }
+        }
+      }
+}
+
+// Splits [0, n) into at most host.num_threads() chunks and runs body(chunk, begin, end).
+template <class Body>
+void chunks(const sdk::Host& host, int64_t n, int64_t work_per_item, Body body) {
+  const int64_t nt = std::max<int64_t>(1, host.num_threads());
+  const int64_t want = std::min<int64_t>(nt, std::max<int64_t>(1, n * work_per_item / 65536));
+  const int64_t k = std::max<int64_t>(1, std::min<int64_t>(want, n));
+  const int64_t per = (n + k - 1) / k;
+  host.parallel_for(0, k, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t b = c * per, e = std::min(n, b + per);
+      if (b < e) body(c, b, e);
+    }
+  });
+}
+
+template <class T>
+void conv_forward_t(const Call& call, const ConvGeom& g) {
+  const sdk::Host& host = call.host();
+  Tensor in = call.tensor(0), w = call.tensor(1), out = call.output(0);
+  std::optional<Tensor> bias = call.optional_tensor(2);
+  auto si = host.scratch(contiguous_bytes(in));
+  auto sw = host.scratch(contiguous_bytes(w));
+  auto sb = host.scratch(bias ? contiguous_bytes(*bias) : 0);
+  auto so = host.scratch(contiguous_bytes(out));
+  const T* x = as_contiguous<T>(host, in, si);
+  const T* wp = as_contiguous<T>(host, w, sw);
+  const T* bp = bias ? as_contiguous<T>(host, *bias, sb) : nullptr;
+  T* y = out.is_contiguous() ? out.data<T>() : so.template as<T>();
+  const int64_t P = g.P(), CKK = g.CKK(), Og = g.Og(), Cg = g.Cg();
+  const bool direct = g.pointwise();
+  auto image = [&](int64_t n, T* col) {
+    for (int64_t gi = 0; gi < g.groups; ++gi) {
+      const T* xg = x + (n * g.C + gi * Cg) * g.H * g.W;
+      const T* B = xg;
+      if (!direct) {
+        im2col(g, xg, col);
+        B = col;
+      }
+      T* yg = y + (n * g.O + gi * Og) * P;
+      if (bp) {
+        for (int64_t o = 0; o < Og; ++o) std::fill(yg + o * P, yg + (o + 1) * P, bp[gi * Og + o]);
+      }
+      gemm_rm<T>(false, false, Og, P, CKK, wp + gi * Og * CKK, CKK, B, P, bp ? T(1) : T(0), yg, P);
+    }
+  };
+  chunks(host, g.N, g.O * P * CKK, [&](int64_t, int64_t b, int64_t e) {
+    auto col = host.scratch(direct ? 0 : sizeof(T) * CKK * P);
+    for (int64_t n = b; n < e; ++n) image(n, col.template as<T>());
+  });
+  copy_back<T>(host, out, y);
+}
+
+template <class T>
+void conv_backward_t(const Call& call, const ConvGeom& g, const std::vector<bool>& mask) {
+  const sdk::Host& host = call.host();
+  Tensor go = call.tensor(0), in = call.tensor(1), w = call.tensor(2);
+  Tensor gi_t = call.output(0), gw_t = call.output(1), gb_t = call.output(2);
+  const bool want_i = mask[0] && gi_t.defined(), want_w = mask[1] && gw_t.defined(), want_b = mask[2] && gb_t.defined();
+  auto sgo = host.scratch(contiguous_bytes(go));
+  auto si = host.scratch(want_w ? contiguous_bytes(in) : 0);
+  auto sw = host.scratch(want_i ? contiguous_bytes(w) : 0);
+  const T* gy = as_contiguous<T>(host, go, sgo);
+  const T* x = want_w ? as_contiguous<T>(host, in, si) : nullptr;
+  const T* wp = want_i ? as_contiguous<T>(host, w, sw) : nullptr;
+  const int64_t P = g.P(), CKK = g.CKK(), Og = g.Og(), Cg = g.Cg();
+  const bool direct = g.pointwise();
+
+  if (want_b) {
+    auto s = host.scratch(sizeof(T) * g.O);
+    T* gb = s.template as<T>();
+    for (int64_t o = 0; o < g.O; ++o) {
+      double acc = 0;
+      for (int64_t n = 0; n < g.N; ++n)
+        acc += Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(gy + (n * g.O + o) * P, P).template cast<double>().sum();
+      gb[o] = static_cast<T>(acc);
+    }
+    copy_back<T>(host, gb_t, gb);
+  }
+
+  if (want_i) {
+    auto so = host.scratch(contiguous_bytes(gi_t));
+    T* gx = gi_t.is_contiguous() ? gi_t.data<T>() : so.template as<T>();
+    chunks(host, g.N, g.O * P * CKK, [&](int64_t, int64_t b, int64_t e) {
+      auto col = host.scratch(direct ? 0 : sizeof(T) * CKK * P);
+      for (int64_t n = b; n < e; ++n) {
+        for (int64_t gr = 0; gr < g.groups; ++gr) {
+          T* xg = gx + (n * g.C + gr * Cg) * g.H * g.W;
+          const T* gyg = gy + (n * g.O + gr * Og) * P;
+          const T* wg = wp + gr * Og * CKK;
+          if (direct) {  // gx[Cg, P] = W^T[Cg, Og] @ gy[Og, P]
+            gemm_rm<T>(true, false, CKK, P, Og, wg, CKK, gyg, P, T(0), xg, P);
+          } else {
+            T* c = col.template as<T>();
+            gemm_rm<T>(true, false, CKK, P, Og, wg, CKK, gyg, P, T(0), c, P);
+            std::fill(xg, xg + Cg * g.H * g.W, T(0));
+            col2im(g, c, xg);
+          }
+        }
+      }
+    });
+    copy_back<T>(host, gi_t, gx);
+  }
+
+  if (want_w) {
+    const int64_t wsz = g.O * CKK;
+    const int64_t nt = std::max<int64_t>(1, host.num_threads());
+    auto parts = host.scratch(sizeof(T) * wsz * nt);
+    T* part = parts.template as<T>();
+    std::fill(part, part + wsz * nt, T(0));
+    int64_t used = 0;
+    chunks(host, g.N, g.O * P * CKK, [&](int64_t chunk, int64_t b, int64_t e) {
+      auto col = host.scratch(direct ? 0 : sizeof(T) * CKK * P);
+      T* acc = part + chunk * wsz;
+      for (int64_t n = b; n < e; ++n) {
+        for (int64_t gr = 0; gr < g.groups; ++gr) {
+          const T* xg = x + (n * g.C + gr * Cg) * g.H * g.W;
+          const T* B = xg;
+          if (!direct) {
+            im2col(g, xg, col.template as<T>());
+            B = col.template as<T>();
+          }
+          // gw[Og, CKK] += gy[Og, P] @ col^T[P, CKK]
+          gemm_rm<T>(false, true, Og, CKK, P, gy + (n * g.O + gr * Og) * P, P, B, P, T(1), acc + gr * Og * CKK, CKK);
+        }
+      }
+    });
+    used = std::min<int64_t>(nt, std::max<int64_t>(1, g.N));
+    for (int64_t c = 1; c < used; ++c)
+      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(part, wsz) +=
+          Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(part + c * wsz, wsz);
+    copy_back<T>(host, gw_t, part);
+  }
+}
+
+void check_conv_common(const Call& call, const Tensor& in, const Tensor& w, int transposed_idx) {
+  OPENREG_SDK_REQUIRE(!call.bool_arg(transposed_idx), call.op_name(), ": transposed convolution");
+  OPENREG_SDK_REQUIRE(in.dim() == 4 && w.dim() == 4, call.op_name(), ": only 2-d convolution (4-d input and weight), got ",
+                      in.dim(), "-d input");
+  require_dtype(call, in, w, "weight");
+}
+
+}  // namespace
+
+// convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
+void check_convolution(const Call& call) {
+  Tensor in = call.tensor(0), w = call.tensor(1);
+  check_conv_common(call, in, w, 6);
+  require_dtype(call, in, call.output(0), "output");
+  if (auto b = call.optional_tensor(2)) require_dtype(call, in, *b, "bias");
+}
+
+void convolution(const Call& call) {
+  check_convolution(call);
+  Tensor in = call.tensor(0), w = call.tensor(1), out = call.output(0);
+  ConvGeom g = geometry(call, in, w, 3);
+  OPENREG_SDK_CHECK(out.dim() == 4 && out.size(0) == g.N && out.size(1) == g.O && out.size(2) == g.Ho &&
+                        out.size(3) == g.Wo,
+                    call.op_name(), ": output ", out.describe(), " does not match the convolution");
+  if (out.numel() == 0) return;
+  sdk::dispatch<float, double>(in.dtype(), "convolution", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    conv_forward_t<T>(call, g);
+  });
+}
+
+// convolution_backward(grad_output, input, weight, bias_sizes?, stride, padding, dilation,
+//                      transposed, output_padding, groups, output_mask)
+void convolution_backward(const Call& call) {
+  Tensor go = call.tensor(0), in = call.tensor(1), w = call.tensor(2);
+  check_conv_common(call, in, w, 7);
+  require_dtype(call, in, go, "grad_output");
+  for (int i = 0; i < 3; ++i)
+    if (call.output(i).defined()) require_dtype(call, in, call.output(i), "output");
+  std::vector<bool> mask = bool_list(call, 10);
+  mask.resize(3, false);
+  ConvGeom g = geometry(call, in, w, 4);
+  OPENREG_SDK_CHECK(go.dim() == 4 && go.size(0) == g.N && go.size(1) == g.O && go.size(2) == g.Ho &&
+                        go.size(3) == g.Wo,
+                    call.op_name(), ": grad_output ", go.describe(), " does not match the convolution");
+  sdk::dispatch<float, double>(in.dtype(), "convolution_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    conv_backward_t<T>(call, g, mask);
+  });
+}
+
+// ------------------------------------------------------------ max pooling
+namespace {
+struct PoolGeom {
+  int64_t planes, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+PoolGeom pool_geometry(const Call& call, const Tensor& in, const Tensor& out, int first) {
+  OPENREG_SDK_REQUIRE(in.dim() == 3 || in.dim() == 4, call.op_name(), ": input of ", in.dim(), " dims");
+  PoolGeom p{};
+  p.H = in.size(-2);
+  p.W = in.size(-1);
+  p.planes = in.numel() / std::max<int64_t>(1, p.H * p.W);
+  if (p.H * p.W == 0) p.planes = 0;
+  sdk::Span<int64_t> k = call.int_list(first), s = call.int_list(first + 1), pd = call.int_list(first + 2),
+                     dl = call.int_list(first + 3);
+  p.kh = pair_at(k, 0, 1);
+  p.kw = pair_at(k, 1, 1);
+  p.sh = s.empty() ? p.kh : pair_at(s, 0, 1);
+  p.sw = s.empty() ? p.kw : pair_at(s, 1, 1);
+  p.ph = pair_at(pd, 0, 0);
+  p.pw = pair_at(pd, 1, 0);
+  p.dh = pair_at(dl, 0, 1);
+  p.dw = pair_at(dl, 1, 1);
+  p.Ho = out.size(-2);
+  p.Wo = out.size(-1);
+  return p;
+}
+
+template <class T>
+void max_pool_t(const Call& call, const PoolGeom& p) {
+  const sdk::Host& host = call.host();
+  Tensor in = call.tensor(0), out = call.output(0), idx = call.output(1);
+  auto si = host.scratch(contiguous_bytes(in));
+  auto so = host.scratch(contiguous_bytes(out));
+  auto sx = host.scratch(contiguous_bytes(idx));
+  const T* x = as_contiguous<T>(host, in, si);
+  T* y = out.is_contiguous() ? out.data<T>() : so.template as<T>();
+  int64_t* ix = idx.is_contiguous() ? idx.data<int64_t>() : sx.template as<int64_t>();
+  const int64_t HW = p.H * p.W, HoWo = p.Ho * p.Wo;
+  host.parallel_for(0, p.planes, std::max<int64_t>(1, sdk::kParallelGrain / std::max<int64_t>(1, HoWo * p.kh * p.kw)),
+                    [&](int64_t b, int64_t e) {
+                      for (int64_t pl = b; pl < e; ++pl) {
+                        const T* src = x + pl * HW;
+                        T* dst = y + pl * HoWo;
+                        int64_t* id = ix + pl * HoWo;
+                        for (int64_t oh = 0; oh < p.Ho; ++oh) {
+                          int64_t h0 = oh * p.sh - p.ph;
+                          int64_t hend = std::min(h0 + (p.kh - 1) * p.dh + 1, p.H);
+                          while (h0 < 0) h0 += p.dh;
+                          for (int64_t ow = 0; ow < p.Wo; ++ow) {
+                            int64_t w0 = ow * p.sw - p.pw;
+                            int64_t wend = std::min(w0 + (p.kw - 1) * p.dw + 1, p.W);
+                            while (w0 < 0) w0 += p.dw;
+                            int64_t best_i = h0 * p.W + w0;
+                            T best = -std::numeric_limits<T>::infinity();
+                            for (int64_t h = h0; h < hend; h += p.dh)
+                              for (int64_t w = w0; w < wend; w += p.dw) {
+                                const T v = src[h * p.W + w];
+                                if (v > best || std::isnan(v)) {
+                                  best = v;
+                                  best_i = h * p.W + w;
+                                  if (std::isnan(v)) goto done;
+                                }
+                              }
+                          done:
+                            dst[oh * p.Wo + ow] = best;
+                            id[oh * p.Wo + ow] = best_i;
+                          }
+                        }
+                      }
+                    });
+  copy_back<T>(host, out, y);
+  copy_back<int64_t>(host, idx, ix);
+}
+
+template <class T>
+void max_pool_backward_t(const Call& call, const PoolGeom& p) {
+  const sdk::Host& host = call.host();
+  Tensor go = call.tensor(0), idx = call.tensor(7), gi = call.output(0);
+  auto sg = host.scratch(contiguous_bytes(go));
+  auto sx = host.scratch(contiguous_bytes(idx));
+  auto so = host.scratch(contiguous_bytes(gi));
+  const T* g = as_contiguous<T>(host, go, sg);
+  const int64_t* ix = as_contiguous<int64_t>(host, idx, sx);
+  T* out = gi.is_contiguous() ? gi.data<T>() : so.template as<T>();
+  const int64_t HW = p.H * p.W, HoWo = p.Ho * p.Wo;
+  host.parallel_for(0, p.planes, std::max<int64_t>(1, sdk::kParallelGrain / std::max<int64_t>(1, HW + HoWo)),
+                    [&](int64_t b, int64_t e) {
+                      for (int64_t pl = b; pl < e; ++pl) {
+                        T* dst = out + pl * HW;
+                        std::fill(dst, dst + HW, T(0));
+                        const T* src = g + pl * HoWo;
+                        const int64_t* id = ix + pl * HoWo;
+                        for (int64_t i = 0; i < HoWo; ++i) {
+                          const int64_t k = id[i];
+                          if (k >= 0 && k < HW) dst[k] += src[i];
+                        }
+                      }
+                    });
+  copy_back<T>(host, gi, out);
+}
+}  // namespace
+
+// max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) -> (out, indices)
+void max_pool2d(const Call& call) {
+  Tensor in = call.tensor(0), out = call.output(0), idx = call.output(1);
+  require_dtype(call, in, out, "output");
+  OPENREG_SDK_REQUIRE(sdk::same_dtype(idx.dtype(), sdk::dtypes::int64), call.op_name(), ": indices not int64");
+  PoolGeom p = pool_geometry(call, in, out, 1);
+  if (out.numel() == 0) return;
+  sdk::dispatch<float, double>(in.dtype(), "max_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    max_pool_t<T>(call, p);
+  });
+}
+
+// max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
+//                                  ceil_mode, indices)
+void max_pool2d_backward(const Call& call) {
+  Tensor go = call.tensor(0), in = call.tensor(1), idx = call.tensor(7), gi = call.output(0);
+  require_dtype(call, in, go, "grad_output");
+  require_dtype(call, in, gi, "grad_input");
+  OPENREG_SDK_REQUIRE(sdk::same_dtype(idx.dtype(), sdk::dtypes::int64), call.op_name(), ": indices not int64");
+  PoolGeom p = pool_geometry(call, in, go, 2);
+  if (gi.numel() == 0) return;
+  sdk::dispatch<float, double>(in.dtype(), "max_pool2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    max_pool_backward_t<T>(call, p);
+  });
+}
+
+}  // namespace eigen_engine

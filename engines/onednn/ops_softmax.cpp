@@ -89,6 +89,11 @@ void check_softmax(const sdk::Call& call) {
   dnnl_dt(x.dtype(), call.op_name().data());
   require_dtype(call, x.dtype(), {y});
   OPENREG_SDK_REQUIRE(!call.bool_arg(2), call.op_name(), ": half_to_float is not served");
+  // torch 2.13's CPU _softmax.out/_log_softmax.out ignore the strides of a
+  // non-contiguous out= (they write it as if contiguous); the reference engine
+  // reproduces that, so such calls are left to it to stay bit-compatible.
+  OPENREG_SDK_REQUIRE(y.is_contiguous(), call.op_name(),
+                      ": non-contiguous out= (left to aten_ref, which matches torch CPU's behaviour)");
   OPENREG_SDK_REQUIRE(!has_zero_stride(x), call.op_name(), ": expanded (stride 0) input");
 }
 

@@ -38,6 +38,16 @@ void binary_forms(sdk::EngineDef& e, const std::string& op, DL dt, ee::Binary k,
   }
 }
 
+// PyTorch's CPU kernels for _softmax.out, _log_softmax.out, their backward .out
+// forms and gelu.out (float32) write a non-contiguous out= tensor as if it were
+// contiguous, and aten_ref (the specification) inherits that. This engine writes
+// through the strides correctly, so it declines those calls rather than disagree.
+void contiguous_out_only(const sdk::Call& c) {
+  OPENREG_SDK_REQUIRE(c.output(0).is_contiguous(), c.op_name(),
+                      ": non-contiguous out= tensor (PyTorch's CPU kernel writes it as if contiguous; left to the "
+                      "reference so results agree)");
+}
+
 sdk::EngineDef build() {
   const auto f32 = sdk::dtypes::float32, f64 = sdk::dtypes::float64, bf16 = sdk::dtypes::bfloat16;
   const DL ew{f32, f64, bf16};
@@ -61,7 +71,8 @@ sdk::EngineDef build() {
   unary_forms(e, "relu", ew, ee::U_RELU);
   unary_forms(e, "sigmoid", ew, ee::U_SIGMOID);
   unary_forms(e, "tanh", ew, ee::U_TANH);
-  unary_forms(e, "gelu", ew, ee::U_GELU);
+  unary_forms(e, "gelu", ew, ee::U_GELU, /*has_out=*/false);
+  e.op("aten::gelu.out", ew, [](const sdk::Call& c) { ee::unary(c, ee::U_GELU); }, contiguous_out_only);
   unary_forms(e, "sin", ew, ee::U_SIN);
   unary_forms(e, "cos", ew, ee::U_COS);
   unary_forms(e, "log2", ew, ee::U_LOG2);
@@ -80,8 +91,8 @@ sdk::EngineDef build() {
   {
     auto k = [](const sdk::Call& c) { ee::unary(c, ee::U_POW); };
     e.op("aten::pow.Tensor_Scalar", ew, k);
-    e.op("aten::pow_.Scalar", ew, k);
-    e.op("aten::pow.Tensor_Scalar_out", ew, k);
+    // pow_.Scalar and pow.Tensor_Scalar_out: the conformance suite passes no exponent for
+    // them (see README), so they stay with the next engine for now.
   }
 
   auto act = [&](const std::string& op, ee::ActBackward k) {
@@ -137,12 +148,16 @@ sdk::EngineDef build() {
   for (const char* n : {"aten::baddbmm", "aten::baddbmm_", "aten::baddbmm.out"}) e.op(n, fl, mk(true, true));
 
   // ---- softmax and losses (ops_softmax.cpp)
-  for (const char* n : {"aten::_softmax", "aten::_softmax.out"}) e.op(n, fl, [](const sdk::Call& c) { ee::softmax(c, false); });
-  for (const char* n : {"aten::_log_softmax", "aten::_log_softmax.out"}) e.op(n, fl, [](const sdk::Call& c) { ee::softmax(c, true); });
-  for (const char* n : {"aten::_softmax_backward_data", "aten::_softmax_backward_data.out"})
-    e.op(n, fl, [](const sdk::Call& c) { ee::softmax_backward(c, false); });
-  for (const char* n : {"aten::_log_softmax_backward_data", "aten::_log_softmax_backward_data.out"})
-    e.op(n, fl, [](const sdk::Call& c) { ee::softmax_backward(c, true); });
+  for (bool log : {false, true}) {
+    const std::string fwd = log ? "aten::_log_softmax" : "aten::_softmax";
+    const std::string bwd = log ? "aten::_log_softmax_backward_data" : "aten::_softmax_backward_data";
+    auto f = [log](const sdk::Call& c) { ee::softmax(c, log); };
+    auto b = [log](const sdk::Call& c) { ee::softmax_backward(c, log); };
+    e.op(fwd, fl, f);
+    e.op(fwd + ".out", fl, f, contiguous_out_only);
+    e.op(bwd, fl, b);
+    e.op(bwd + ".out", fl, b, contiguous_out_only);
+  }
   e.op("aten::nll_loss_forward", fl, ee::nll_loss_forward);
   e.op("aten::nll_loss_backward", fl, ee::nll_loss_backward);
   e.op("aten::mse_loss", fl, ee::mse_loss);  // mse_loss.out: the suite sizes its out wrongly (see README)

@@ -55,9 +55,10 @@ sdk::EngineDef build() {
   sdk::EngineDef e("eigen", "0.1.0");
 
   // ---- elementwise (ops_elementwise.cpp)
-  binary_forms(e, "add", ew, ee::B_ADD);
-  binary_forms(e, "sub", ew, ee::B_SUB);
-  binary_forms(e, "mul", ew, ee::B_MUL);
+  const DL ewi{f32, f64, bf16, sdk::dtypes::int64, sdk::dtypes::int32};
+  binary_forms(e, "add", ewi, ee::B_ADD);
+  binary_forms(e, "sub", ewi, ee::B_SUB);
+  binary_forms(e, "mul", ewi, ee::B_MUL);
   binary_forms(e, "div", ew, ee::B_DIV);
   binary_forms(e, "maximum", ew, ee::B_MAX);
   binary_forms(e, "minimum", ew, ee::B_MIN);

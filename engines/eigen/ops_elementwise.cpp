@@ -214,9 +214,17 @@ void convert_t(const sdk::Host& host, const Tensor& out, const Tensor& src) {
 
 // add/sub(self, other, alpha), mul/div/maximum/minimum(self, other); .Tensor,
 // .Scalar, in-place, out= forms.
+// add/sub/mul also serve int64 and int32 (the optimizers' step counters).
+template <class Fn>
+void dispatch_binary(Binary kind, openreg_dtype d, Fn&& fn) {
+  if (kind == B_ADD || kind == B_SUB || kind == B_MUL)
+    sdk::dispatch<float, double, sdk::bfloat16, int64_t, int32_t>(d, "binary", std::forward<Fn>(fn));
+  else
+    dispatch_ew(d, "binary", std::forward<Fn>(fn));
+}
+
 void binary(const Call& call, Binary kind) {
   Tensor out = call.output(0), a = call.tensor(0);
-  require_dtype(call, out, a, "self");
   const bool has_alpha = kind == B_ADD || kind == B_SUB;
   double alpha = 1.0;
   if (has_alpha && call.num_args() > 2 && call.kind(2) != OPENREG_VALUE_TENSOR) alpha = call.scalar_or(2, 1.0);
@@ -224,17 +232,41 @@ void binary(const Call& call, Binary kind) {
   double bval = 0;
   if (call.kind(1) == OPENREG_VALUE_TENSOR) {
     Tensor t = call.tensor(1);
-    if (is_scalar_operand(t)) {
+    if (is_scalar_operand(t) && !(is_scalar_operand(a) && !same_dtype(a, out))) {
       bval = t.item();
     } else {
-      require_dtype(call, out, t, "other");
       b = t;
     }
   } else {
     bval = call.scalar(1);
   }
-  if (b && is_scalar_operand(a) && out.dim() > 0 && !same_dtype(a, out)) sdk::unsupported("binary: 0-dim self");
-  dispatch_ew(out.dtype(), "binary", [&](auto tag) {
+  // A 0-dim self of another dtype (a Python number or CPU scalar first, as in
+  // torch.mul(2.0, x, out=y)): the tensor operand is `other`.
+  if (b && is_scalar_operand(a) && !same_dtype(a, out)) {
+    const double av = a.item();
+    Tensor y = *b;
+    require_dtype(call, out, y, "other");
+    dispatch_binary(kind, out.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = C_t<T>;
+      const C s = scalar_as<T>(av);
+      const C k = static_cast<C>(alpha);
+      const std::array<Tensor, 1> in{y};
+      const sdk::Host& h = call.host();
+      switch (kind) {
+        case B_ADD: emap<T, 1>(h, out, in, [s, k](C v) { return s + k * v; }); break;
+        case B_SUB: emap<T, 1>(h, out, in, [s, k](C v) { return s - k * v; }); break;
+        case B_MUL: emap<T, 1>(h, out, in, [s](C v) { return s * v; }); break;
+        case B_DIV: emap<T, 1>(h, out, in, [s](C v) { return s / v; }); break;
+        case B_MAX: emap<T, 1>(h, out, in, [s](C v) { return s != s ? s : (v != v ? v : (s > v ? s : v)); }); break;
+        case B_MIN: emap<T, 1>(h, out, in, [s](C v) { return s != s ? s : (v != v ? v : (s < v ? s : v)); }); break;
+      }
+    });
+    return;
+  }
+  require_dtype(call, out, a, "self");
+  if (b) require_dtype(call, out, *b, "other");
+  dispatch_binary(kind, out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     binary_t<T>(call.host(), kind, out, a, b ? &*b : nullptr, bval, alpha);
   });

@@ -165,6 +165,9 @@ void convolution_backward(const sdk::Call& call) {
   base.add(x).add(w).add(gy);
   // The forward primitive descriptor is the hint both backward ones need.
   Buffers b;
+  // diff_dst staged for backward-data, reused by backward-weights when both
+  // primitives want the same layout (one reorder instead of two).
+  std::optional<memory> gy_staged;
   if (want_gx) {
     const memory::desc gxmd = md_of(gx);
     Key k = base;
@@ -177,8 +180,9 @@ void convolution_backward(const sdk::Call& call) {
       return BwdDataEntry{pd, dnnl::convolution_backward_data(pd)};
     });
     Out out = stage_out(b, gxmd, gx.bytes(), e->pd.diff_src_desc());
+    gy_staged = stage_in(b, gymd, gy.bytes(), e->pd.diff_dst_desc());
     execute(e->prim, e->pd,
-            {{DNNL_ARG_DIFF_DST, stage_in(b, gymd, gy.bytes(), e->pd.diff_dst_desc())},
+            {{DNNL_ARG_DIFF_DST, *gy_staged},
              {DNNL_ARG_WEIGHTS, stage_in(b, wmd, w.bytes(), e->pd.weights_desc())},
              {DNNL_ARG_DIFF_SRC, out.mem}});
     out.finish();
@@ -206,7 +210,10 @@ void convolution_backward(const sdk::Call& call) {
     void* gw_ptr = want_gw ? static_cast<void*>(gw.bytes()) : b.alloc(gwmd.get_size());
     Out out = stage_out(b, gwmd, gw_ptr, e->pd.diff_weights_desc());
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, stage_in(b, xmd, x.bytes(), e->pd.src_desc())},
-                                         {DNNL_ARG_DIFF_DST, stage_in(b, gymd, gy.bytes(), e->pd.diff_dst_desc())},
+                                         {DNNL_ARG_DIFF_DST,
+                                          gy_staged && gy_staged->get_desc() == e->pd.diff_dst_desc()
+                                              ? *gy_staged
+                                              : stage_in(b, gymd, gy.bytes(), e->pd.diff_dst_desc())},
                                          {DNNL_ARG_DIFF_WEIGHTS, out.mem}};
     if (want_gb) args.emplace(DNNL_ARG_DIFF_BIAS, memory(gbmd, cpu(), gb.bytes()));
     execute(e->prim, e->pd, std::move(args));

@@ -121,6 +121,7 @@ std::shared_ptr<void> Cache::find_or_make(const std::string& key, const std::fun
   ++c.misses;
   auto it = c.map.find(key);
   if (it != c.map.end()) return it->second->second;
+  host().log(OPENREG_LOG_DEBUG, "onednn: primitive cache miss #" + std::to_string(c.misses.load()) + ": " + key);
   c.lru.emplace_front(key, made);
   c.map[key] = c.lru.begin();
   while (c.lru.size() > c.capacity) {

@@ -22,6 +22,9 @@ namespace sdk = openreg::sdk;
 using dnnl::memory;
 using dt = dnnl::memory::data_type;
 
+// "onednn engine: primitive cache N entries, H hits, M misses".
+std::string cache_summary();
+
 // Set once by init(); used by every kernel.
 dnnl::engine& cpu();
 const sdk::Host& host();

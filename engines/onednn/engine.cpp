@@ -32,6 +32,11 @@ sdk::Kernel guarded(sdk::Kernel k) {
 }  // namespace
 
 dnnl::engine& cpu() { return *g_engine; }
+
+std::string cache_summary() {
+  auto& c = Cache::get();
+  return sdk::str("onednn engine: primitive cache ", c.size(), " entries, ", c.hits(), " hits, ", c.misses(), " misses");
+}
 const sdk::Host& host() { return g_host; }
 
 }  // namespace onednn_engine
@@ -131,18 +136,14 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
       oe::g_host = h;
       oe::g_engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
       oe::align_threads();
+      // OPENREG_ONEDNN_CACHE_STATS=1: print the primitive cache counters at exit.
+      if (const char* v = std::getenv("OPENREG_ONEDNN_CACHE_STATS"); v && *v && *v != '0')
+        std::atexit([] { std::fprintf(stderr, "%s\n", oe::cache_summary().c_str()); });
       h.log(OPENREG_LOG_INFO, "onednn engine: oneDNN " + oe::dnnl_version_string() + ", " +
                                   std::to_string(h.num_threads()) + " threads (OpenMP max " +
                                   std::to_string(omp_get_max_threads()) + ")");
     });
-    e.on_release([] {
-      auto& c = oe::Cache::get();
-      const std::string msg = sdk::str("onednn engine: primitive cache ", c.size(), " entries, ", c.hits(), " hits, ",
-                                       c.misses(), " misses");
-      oe::g_host.log(OPENREG_LOG_INFO, msg);
-      if (const char* v = std::getenv("OPENREG_ONEDNN_CACHE_STATS"); v && *v && *v != '0')
-        std::fprintf(stderr, "%s\n", msg.c_str());
-    });
+    e.on_release([] { oe::g_host.log(OPENREG_LOG_INFO, oe::cache_summary()); });
     return e;
   }();
   return engine.table();

@@ -96,6 +96,20 @@ sdk::EngineDef build() {
     // them (see README), so they stay with the next engine for now.
   }
 
+  {
+    const DL num{f32, f64, bf16, sdk::dtypes::int64, sdk::dtypes::int32};
+    const std::pair<const char*, ee::Compare> cmps[] = {{"eq", ee::C_EQ}, {"ne", ee::C_NE}, {"lt", ee::C_LT},
+                                                        {"le", ee::C_LE}, {"gt", ee::C_GT}, {"ge", ee::C_GE}};
+    for (auto [op, k] : cmps) {
+      auto kern = [k = k](const sdk::Call& c) { ee::compare(c, k); };
+      for (const char* ov : {".Tensor", "_.Tensor", ".Tensor_out", ".Scalar", "_.Scalar", ".Scalar_out"}) {
+        std::string name = std::string("aten::") + op + ov;
+        e.op(name, num, kern);
+      }
+    }
+    for (const char* n : {"aten::sign", "aten::sign_", "aten::sign.out"}) e.op(n, num, ee::sign);
+  }
+
   auto act = [&](const std::string& op, ee::ActBackward k) {
     e.op("aten::" + op, ew, [k](const sdk::Call& c) { ee::activation_backward(c, k); });
   };
@@ -190,6 +204,8 @@ sdk::EngineDef build() {
   });
   e.op("aten::max_pool2d_with_indices", fl, ee::max_pool2d);
   e.op("aten::max_pool2d_with_indices_backward", fl, ee::max_pool2d_backward);
+  e.op("aten::avg_pool2d", fl, ee::avg_pool2d);
+  e.op("aten::avg_pool2d_backward", fl, ee::avg_pool2d_backward);
 
   return e;
 }

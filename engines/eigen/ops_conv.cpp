@@ -309,7 +309,7 @@ struct PoolGeom {
   int64_t planes, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw;
 };
 
-PoolGeom pool_geometry(const Call& call, const Tensor& in, const Tensor& out, int first) {
+PoolGeom pool_geometry(const Call& call, const Tensor& in, const Tensor& out, int first, bool has_dilation = true) {
   OPENREG_SDK_REQUIRE(in.dim() == 3 || in.dim() == 4, call.op_name(), ": input of ", in.dim(), " dims");
   PoolGeom p{};
   p.H = in.size(-2);
@@ -317,7 +317,7 @@ PoolGeom pool_geometry(const Call& call, const Tensor& in, const Tensor& out, in
   p.planes = in.numel() / std::max<int64_t>(1, p.H * p.W);
   if (p.H * p.W == 0) p.planes = 0;
   sdk::Span<int64_t> k = call.int_list(first), s = call.int_list(first + 1), pd = call.int_list(first + 2),
-                     dl = call.int_list(first + 3);
+                     dl = has_dilation ? call.int_list(first + 3) : sdk::Span<int64_t>{};
   p.kh = pair_at(k, 0, 1);
   p.kw = pair_at(k, 1, 1);
   p.sh = s.empty() ? p.kh : pair_at(s, 0, 1);
@@ -404,7 +404,86 @@ void max_pool_backward_t(const Call& call, const PoolGeom& p) {
                     });
   copy_back<T>(host, gi, out);
 }
+// avg_pool2d window of output (oh, ow): clipped bounds and divisor, as ATen.
+struct AvgWin {
+  int64_t h0, h1, w0, w1;
+  double div;
+};
+AvgWin avg_window(const PoolGeom& p, int64_t oh, int64_t ow, bool include_pad, int64_t divisor) {
+  int64_t h0 = oh * p.sh - p.ph, w0 = ow * p.sw - p.pw;
+  int64_t h1 = std::min(h0 + p.kh, p.H + p.ph), w1 = std::min(w0 + p.kw, p.W + p.pw);
+  const int64_t pool = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, p.H);
+  w1 = std::min(w1, p.W);
+  double div = divisor ? static_cast<double>(divisor) : include_pad ? static_cast<double>(pool)
+                                                                     : static_cast<double>((h1 - h0) * (w1 - w0));
+  return {h0, h1, w0, w1, div};
+}
+
+template <class T>
+void avg_pool_t(const Call& call, const PoolGeom& p, bool backward) {
+  const sdk::Host& host = call.host();
+  const int base = backward ? 1 : 0;
+  const bool include_pad = call.bool_arg(base + 5);
+  const int64_t divisor = call.is_none(base + 6) ? 0 : call.int_arg(base + 6);
+  Tensor src_t = backward ? call.tensor(0) : call.tensor(0), dst_t = call.output(0);
+  auto ss = host.scratch(contiguous_bytes(src_t));
+  auto sd = host.scratch(contiguous_bytes(dst_t));
+  const T* src = as_contiguous<T>(host, src_t, ss);
+  T* dst = dst_t.is_contiguous() ? dst_t.data<T>() : sd.template as<T>();
+  const int64_t HW = p.H * p.W, HoWo = p.Ho * p.Wo;
+  host.parallel_for(0, p.planes, std::max<int64_t>(1, sdk::kParallelGrain / std::max<int64_t>(1, HW + HoWo)),
+                    [&](int64_t b, int64_t e) {
+                      for (int64_t pl = b; pl < e; ++pl) {
+                        if (backward) std::fill(dst + pl * HW, dst + (pl + 1) * HW, T(0));
+                        for (int64_t oh = 0; oh < p.Ho; ++oh)
+                          for (int64_t ow = 0; ow < p.Wo; ++ow) {
+                            const AvgWin w = avg_window(p, oh, ow, include_pad, divisor);
+                            if (!backward) {
+                              T acc = 0;
+                              for (int64_t h = w.h0; h < w.h1; ++h)
+                                for (int64_t x = w.w0; x < w.w1; ++x) acc += src[pl * HW + h * p.W + x];
+                              dst[pl * HoWo + oh * p.Wo + ow] =
+                                  (w.h0 >= w.h1 || w.w0 >= w.w1) ? T(0) : static_cast<T>(acc / static_cast<T>(w.div));
+                            } else {
+                              const T g = src[pl * HoWo + oh * p.Wo + ow] / static_cast<T>(w.div);
+                              for (int64_t h = w.h0; h < w.h1; ++h)
+                                for (int64_t x = w.w0; x < w.w1; ++x) dst[pl * HW + h * p.W + x] += g;
+                            }
+                          }
+                      }
+                    });
+  copy_back<T>(host, dst_t, dst);
+}
 }  // namespace
+
+// avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+void avg_pool2d(const Call& call) {
+  Tensor in = call.tensor(0), out = call.output(0);
+  require_dtype(call, in, out, "output");
+  PoolGeom p = pool_geometry(call, in, out, 1, false);
+  if (out.numel() == 0) return;
+  sdk::dispatch<float, double>(in.dtype(), "avg_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    avg_pool_t<T>(call, p, false);
+  });
+}
+
+// avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+//                     count_include_pad, divisor_override)
+void avg_pool2d_backward(const Call& call) {
+  Tensor go = call.tensor(0), in = call.tensor(1), gi = call.output(0);
+  require_dtype(call, in, go, "grad_output");
+  require_dtype(call, in, gi, "grad_input");
+  PoolGeom p = pool_geometry(call, in, go, 2, false);
+  if (gi.numel() == 0) return;
+  sdk::dispatch<float, double>(in.dtype(), "avg_pool2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    avg_pool_t<T>(call, p, true);
+  });
+}
 
 // max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) -> (out, indices)
 void max_pool2d(const Call& call) {

@@ -151,9 +151,19 @@ dnnl::primitive_attr base_attr() {
   return a;
 }
 
-void align_threads() {
-  const int n = host().num_threads();
-  if (n > 0 && omp_get_max_threads() != n) omp_set_num_threads(n);
+int current_threads() { return omp_get_max_threads(); }
+
+Threads::Threads(int n) : prev_(omp_get_max_threads()) {
+  if (n > 0 && n != prev_) omp_set_num_threads(n);
+}
+Threads::~Threads() {
+  if (omp_get_max_threads() != prev_) omp_set_num_threads(prev_);
+}
+
+int threads_for(double work, double grain) {
+  const int n = std::max(1, host().num_threads());
+  if (work < grain) return 1;
+  return std::max(1, std::min(n, static_cast<int>(work / grain)));
 }
 
 dnnl::stream& thread_stream() {
@@ -162,7 +172,6 @@ dnnl::stream& thread_stream() {
 }
 
 void execute(const dnnl::primitive& p, const dnnl::primitive_desc_base& pd, std::unordered_map<int, memory> args) {
-  align_threads();
   const memory::desc spd = pd.scratchpad_desc();
   const size_t bytes = spd.get_size();
   auto scratch = host().scratch(bytes);

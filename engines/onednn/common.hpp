@@ -100,22 +100,53 @@ class Cache {
   void clear();
 };
 
+// The OpenMP thread count this thread's primitives are created and run with.
+int current_threads();
+
+// Primitives are keyed by the thread count too: oneDNN sizes some kernels
+// (reductions over threads) when the primitive is created.
 template <class T, class Make>
 std::shared_ptr<T> cached(const Key& key, Make&& make) {
+  std::string k = key.s;
+  k += "|t";
+  k += std::to_string(current_threads());
   return std::static_pointer_cast<T>(
-      Cache::get().find_or_make(key.s, [&]() -> std::shared_ptr<void> { return std::make_shared<T>(make()); }));
+      Cache::get().find_or_make(k, [&]() -> std::shared_ptr<void> { return std::make_shared<T>(make()); }));
 }
+
+// Sets this thread's OpenMP thread count (oneDNN's runtime is OpenMP) for the
+// scope of one call, and restores it: torch's own CPU ops on this thread read
+// the same setting.
+class Threads {
+ public:
+  explicit Threads(int n);
+  ~Threads();
+  Threads(const Threads&) = delete;
+  Threads& operator=(const Threads&) = delete;
+
+ private:
+  int prev_;
+};
+
+// Threads for a call doing `work` units, `grain` units per thread at least:
+// 1 below the grain (no thread start-up on tiny inputs), else the host's count.
+int threads_for(double work, double grain);
+// Grains: elements for memory-bound ops (ATen's 32768), FLOPs for conv/matmul.
+// For memory-bound primitives a second thread only pays off past ~64K
+// elements (256 KB of float32, L2-resident): measured on the training step,
+// where 64K-element batch norm/pool/relu calls ran 4-8x faster on one thread
+// when the two cores were shared with another process.
+constexpr double kFlopGrain = 4e6;
+constexpr double kMemGrain = 65536;
 
 // Primitive attributes with a user-managed scratchpad (taken from the host's
 // scratch per call, so concurrent runs of one cached primitive never share it).
 dnnl::primitive_attr base_attr();
 
-// Runs `p` on this thread's stream with the host's thread count for OpenMP,
-// adding a scratchpad of `pd`'s size from the host.
+// Runs `p` on this thread's stream (with the thread count of the enclosing
+// Threads scope), adding a scratchpad of `pd`'s size from the host.
 void execute(const dnnl::primitive& p, const dnnl::primitive_desc_base& pd, std::unordered_map<int, memory> args);
 
-// Makes OpenMP (oneDNN's runtime) use the host's thread count on this thread.
-void align_threads();
 
 // Host scratch buffers that live for one call.
 struct Buffers {

@@ -20,9 +20,23 @@ std::string dnnl_version_string() {
 
 // A kernel wrapper turning oneDNN's exceptions into a decline (primitive
 // creation failures: "no implementation") with the message.
+// Also picks the thread count: 1 for calls whose largest tensor is below
+// kMemGrain elements, the host's count (torch.get_num_threads()) otherwise;
+// convolution and matmul refine this by FLOPs.
+int64_t largest_tensor(const sdk::Call& call) {
+  int64_t m = 0;
+  const openreg_call* c = call.raw();
+  for (int i = 0; i < c->num_args; ++i)
+    if (c->args[i].kind == OPENREG_VALUE_TENSOR) m = std::max(m, sdk::Tensor(c->args[i].u.tensor).numel());
+  for (int i = 0; i < c->num_outputs; ++i)
+    if (c->outputs[i].ndim >= 0) m = std::max(m, sdk::Tensor(&c->outputs[i]).numel());
+  return m;
+}
+
 sdk::Kernel guarded(sdk::Kernel k) {
   return [k](const sdk::Call& call) {
     try {
+      Threads threads(threads_for(static_cast<double>(largest_tensor(call)), kMemGrain));
       k(call);
     } catch (const dnnl::error& e) {
       sdk::fail(OPENREG_STATUS_INTERNAL, sdk::str(call.op_name(), ": oneDNN error: ", e.what()));
@@ -135,7 +149,6 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     e.on_init([](const sdk::Host& h) {
       oe::g_host = h;
       oe::g_engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
-      oe::align_threads();
       // OPENREG_ONEDNN_CACHE_STATS=1: print the primitive cache counters at exit.
       if (const char* v = std::getenv("OPENREG_ONEDNN_CACHE_STATS"); v && *v && *v != '0')
         std::atexit([] { std::fprintf(stderr, "%s\n", oe::cache_summary().c_str()); });

@@ -117,6 +117,8 @@ void convolution(const sdk::Call& call) {
   std::optional<sdk::Tensor> bias = call.optional_tensor(2);
   if (y.numel() == 0) return;
   const ConvParams p = params(call, 3, x, y, w);
+  Threads threads(threads_for(2.0 * static_cast<double>(y.numel()) * static_cast<double>(w.numel() / w.size(0)),
+                              kFlopGrain));
   const memory::desc xmd = md_of(x), wmd = weight_md(w, p.groups), ymd = md_of(y);
   const memory::desc bmd = bias ? md_of(*bias) : memory::desc();
   Key k = conv_key("conv_fwd", p);
@@ -160,6 +162,8 @@ void convolution_backward(const sdk::Call& call) {
     return;
   }
   const ConvParams p = params(call, 4, x, gy, w);
+  Threads threads(threads_for(2.0 * static_cast<double>(gy.numel()) * static_cast<double>(w.numel() / w.size(0)),
+                              kFlopGrain));
   const memory::desc xmd = md_of(x), wmd = weight_md(w, p.groups), gymd = md_of(gy);
   Key base = conv_key("conv_bwd", p);
   base.add(x).add(w).add(gy);

@@ -45,6 +45,7 @@ void run_matmul(const sdk::Call& call, bool batched, bool add) {
     require_dtype(call, out.dtype(), {*self});
   }
   if (M == 0 || N == 0 || B == 0) return;
+  Threads threads(threads_for(2.0 * static_cast<double>(B * M) * static_cast<double>(N * K), kFlopGrain));
   dispatch_float(out.dtype(), call.op_name().data(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const float fbeta = static_cast<float>(beta);

@@ -95,7 +95,7 @@ void max_pool2d_with_indices(const sdk::Call& call) {
     const T* xp = reinterpret_cast<const T*>(x.bytes());
     T* yp = reinterpret_cast<T*>(y.bytes());
     int64_t* ip = ind.data<int64_t>();
-    host().parallel_for(0, in.count, std::max<int64_t>(1, kSmall / work), [&](int64_t b, int64_t e) {
+    host().parallel_for(0, in.count, std::max<int64_t>(1, static_cast<int64_t>(kMemGrain) / work), [&](int64_t b, int64_t e) {
       for (int64_t pl = b; pl < e; ++pl) {
         const T* xs = xp + in.offset(pl);
         T* ys = yp + out.offset(pl);
@@ -152,7 +152,7 @@ void max_pool2d_with_indices_backward(const sdk::Call& call) {
     using T = typename decltype(tag)::type;
     const T* gp = reinterpret_cast<const T*>(g.bytes());
     T* op = reinterpret_cast<T*>(gi.bytes());
-    host().parallel_for(0, gin.count, std::max<int64_t>(1, kSmall / std::max<int64_t>(1, HW)), [&](int64_t b, int64_t e) {
+    host().parallel_for(0, gin.count, std::max<int64_t>(1, static_cast<int64_t>(kMemGrain) / std::max<int64_t>(1, HW)), [&](int64_t b, int64_t e) {
       std::vector<float> acc(static_cast<size_t>(HW));
       for (int64_t pl = b; pl < e; ++pl) {
         std::fill(acc.begin(), acc.end(), 0.0f);

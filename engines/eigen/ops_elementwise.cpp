@@ -87,13 +87,17 @@ void unary_t(const sdk::Host& host, Unary kind, const Tensor& out, const Tensor&
     case U_EXP: runv([](C x) { return std::exp(x); }, [](const auto& x) { return x.exp(); }); break;
     case U_LOG: runv([](C x) { return std::log(x); }, [](const auto& x) { return x.log(); }); break;
     case U_SQRT: runv([](C x) { return std::sqrt(x); }, [](const auto& x) { return x.sqrt(); }); break;
-    case U_RSQRT: run([](C x) { return C(1) / std::sqrt(x); }); break;
+    case U_RSQRT:
+      runv([](C x) { return C(1) / std::sqrt(x); }, [](const auto& x) { return x.sqrt().inverse(); });
+      break;
     case U_RELU:
       runv([](C x) { return x > C(0) || x != x ? x : C(0); },
            [](const auto& x) { return (x < C(0)).select(C(0), x); });
       break;
-    case U_SIGMOID: run([](C x) { return sigmoid1(x); }); break;
-    case U_TANH: run([](C x) { return std::tanh(x); }); break;
+    case U_SIGMOID:
+      runv([](C x) { return sigmoid1(x); }, [](const auto& x) { return (C(1) + (-x).exp()).inverse(); });
+      break;
+    case U_TANH: runv([](C x) { return std::tanh(x); }, [](const auto& x) { return x.tanh(); }); break;
     case U_GELU:
       if (p.tanh_approx)
         run([](C x) {

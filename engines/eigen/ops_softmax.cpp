@@ -56,6 +56,14 @@ void softmax_backward_t(const sdk::Host& host, const Tensor& gin, const Tensor& 
     T* o = p[0];
     const T* gp = p[1];
     const T* yp = p[2];
+    if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
+      using A = Eigen::Array<T, Eigen::Dynamic, 1>;
+      Eigen::Map<A> ov(o, L);
+      Eigen::Map<const A> gv(gp, L), yv(yp, L);
+      if (log) ov = gv - yv.exp() * gv.sum();
+      else ov = yv * (gv - (gv * yv).sum());
+      return;
+    }
     if (log) {  // gI = g - exp(y) * sum(g)
       T sum = 0;
       for (int64_t i = 0; i < L; ++i) sum += gp[i * s[1]];

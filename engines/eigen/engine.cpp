@@ -157,10 +157,10 @@ sdk::EngineDef build() {
 
   // ---- linear algebra (ops_matmul.cpp)
   auto mk = [](bool batched, bool add) { return [=](const sdk::Call& c) { ee::matmul(c, batched, add); }; };
-  for (const char* n : {"aten::mm", "aten::mm.out"}) e.op(n, fl, mk(false, false));
-  for (const char* n : {"aten::bmm", "aten::bmm.out"}) e.op(n, fl, mk(true, false));
-  for (const char* n : {"aten::addmm", "aten::addmm_", "aten::addmm.out"}) e.op(n, fl, mk(false, true));
-  for (const char* n : {"aten::baddbmm", "aten::baddbmm_", "aten::baddbmm.out"}) e.op(n, fl, mk(true, true));
+  for (const char* n : {"aten::mm", "aten::mm.out"}) e.op(n, ew, mk(false, false));
+  for (const char* n : {"aten::bmm", "aten::bmm.out"}) e.op(n, ew, mk(true, false));
+  for (const char* n : {"aten::addmm", "aten::addmm_", "aten::addmm.out"}) e.op(n, ew, mk(false, true));
+  for (const char* n : {"aten::baddbmm", "aten::baddbmm_", "aten::baddbmm.out"}) e.op(n, ew, mk(true, true));
 
   // ---- softmax and losses (ops_softmax.cpp)
   for (bool log : {false, true}) {

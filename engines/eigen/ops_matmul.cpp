@@ -192,6 +192,78 @@ void matmul_t(const Call& call, bool batched, bool add) {
   }
 }
 
+// bfloat16: operands widened to float in scratch, one float GEMM, then
+// out = beta * self + product rounded once to bfloat16 (ATen accumulates in float too).
+void to_float(const sdk::Host& host, const Tensor& src, float* dst) {
+  LocalTensor d(dst, sdk::dtypes::float32, src.sizes());
+  sdk::Shape shape = sdk::shape_of(src);
+  std::array<sdk::Operand, 2> ops{sdk::operand(d.view(), shape), sdk::operand(src, shape)};
+  sdk::for_each_row(host, shape, ops, [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<float*>(p[0] + i * s[0]) = static_cast<float>(*reinterpret_cast<const sdk::bfloat16*>(p[1] + i * s[1]));
+  });
+}
+
+void matmul_bf16(const Call& call, bool batched, bool add) {
+  const sdk::Host& host = call.host();
+  Tensor out = call.output(0);
+  const int ia = add ? 1 : 0;
+  Tensor a = call.tensor(ia), b = call.tensor(ia + 1);
+  const int64_t nd = batched ? 3 : 2;
+  OPENREG_SDK_CHECK(a.dim() == nd && b.dim() == nd && out.dim() == nd, call.op_name(), ": expected ", nd,
+                    "-d operands");
+  const int64_t off = batched ? 1 : 0;
+  const int64_t BT = batched ? a.size(0) : 1, M = a.size(off), K = a.size(off + 1), N = b.size(off + 1);
+  OPENREG_SDK_CHECK(b.size(off) == K && (!batched || b.size(0) == BT), call.op_name(), ": shapes ", a.describe(),
+                    " and ", b.describe(), " cannot be multiplied");
+  double beta = 0, alpha = 1;
+  std::optional<Tensor> self;
+  if (add) {
+    self = call.tensor(0);
+    beta = call.scalar_or(3, 1.0);
+    alpha = call.scalar_or(4, 1.0);
+    if (beta != 0.0) OPENREG_SDK_REQUIRE(same_dtype(*self, out), call.op_name(), ": self of another dtype");
+  }
+  if (out.numel() == 0) return;
+  auto sa = host.scratch(sizeof(float) * BT * M * K), sb = host.scratch(sizeof(float) * BT * K * N),
+       sc = host.scratch(sizeof(float) * BT * M * N);
+  to_float(host, a, sa.as<float>());
+  to_float(host, b, sb.as<float>());
+  float* pa = sa.as<float>();
+  float* pb = sb.as<float>();
+  float* pc = sc.as<float>();
+  const float al = static_cast<float>(alpha);
+  const int nt = host.num_threads();
+  if (BT >= 2 * nt && M * N * std::max<int64_t>(K, 1) * BT >= kParallelFlops) {
+    host.parallel_for(0, BT, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i)
+        product<float>(host, false, M, N, K, al, pa + i * M * K, K, 1, pb + i * K * N, N, 1, 0.f, pc + i * M * N, N, 1);
+    });
+  } else {
+    for (int64_t i = 0; i < BT; ++i)
+      product<float>(host, true, M, N, K, al, pa + i * M * K, K, 1, pb + i * K * N, N, 1, 0.f, pc + i * M * N, N, 1);
+  }
+  LocalTensor prod(pc, sdk::dtypes::float32, out.sizes());
+  sdk::Shape shape = sdk::shape_of(out);
+  const float bt = static_cast<float>(beta);
+  if (add && beta != 0.0) {
+    std::array<sdk::Operand, 3> ops{sdk::operand(out, shape), sdk::operand(*self, shape), sdk::operand(prod.view(), shape)};
+    sdk::for_each_row(host, shape, ops, [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float sv = static_cast<float>(*reinterpret_cast<const sdk::bfloat16*>(p[1] + i * s[1]));
+        const float pv = *reinterpret_cast<const float*>(p[2] + i * s[2]);
+        *reinterpret_cast<sdk::bfloat16*>(p[0] + i * s[0]) = sdk::bfloat16(bt * sv + pv);
+      }
+    });
+  } else {
+    std::array<sdk::Operand, 2> ops{sdk::operand(out, shape), sdk::operand(prod.view(), shape)};
+    sdk::for_each_row(host, shape, ops, [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<sdk::bfloat16*>(p[0] + i * s[0]) = sdk::bfloat16(*reinterpret_cast<const float*>(p[1] + i * s[1]));
+    });
+  }
+}
+
 }  // namespace
 
 // mm(self, mat2), bmm(self, mat2), addmm(self, mat1, mat2, beta, alpha),
@@ -202,6 +274,10 @@ void matmul(const Call& call, bool batched, bool add) {
   Tensor a = call.tensor(ia), b = call.tensor(ia + 1);
   require_dtype(call, out, a, "first matrix");
   require_dtype(call, out, b, "second matrix");
+  if (sdk::same_dtype(out.dtype(), sdk::dtypes::bfloat16)) {
+    matmul_bf16(call, batched, add);
+    return;
+  }
   sdk::dispatch<float, double>(out.dtype(), "matmul", [&](auto tag) {
     using T = typename decltype(tag)::type;
     matmul_t<T>(call, batched, add);

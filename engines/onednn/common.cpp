@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <list>
 #include <mutex>
 #include <numeric>
@@ -143,6 +144,57 @@ void Cache::clear() {
   impl().lru.clear();
 }
 
+// ------------------------------------------------------------- arena
+
+namespace {
+struct Block {
+  void* p = nullptr;
+  size_t size = 0;
+};
+struct Arena {
+  std::vector<Block> blocks;
+  size_t top = 0;
+  ~Arena() {
+    for (auto& b : blocks) std::free(b.p);
+  }
+};
+Arena& arena() {
+  thread_local Arena a;
+  return a;
+}
+// Blocks above this size are given back when their scope ends.
+constexpr size_t kKeepBytes = size_t(512) << 20;
+}  // namespace
+
+Buffers::Buffers() : mark_(arena().top) {}
+
+Buffers::~Buffers() {
+  Arena& a = arena();
+  for (size_t i = mark_; i < a.top; ++i) {
+    if (a.blocks[i].size > kKeepBytes) {
+      std::free(a.blocks[i].p);
+      a.blocks[i] = Block{};
+    }
+  }
+  a.top = mark_;
+}
+
+void* Buffers::alloc(size_t bytes) {
+  Arena& a = arena();
+  if (a.top == a.blocks.size()) a.blocks.emplace_back();
+  Block& b = a.blocks[a.top];
+  if (b.size < bytes) {
+    std::free(b.p);
+    b = Block{};
+    const size_t rounded = (std::max<size_t>(bytes, 64) + 63) / 64 * 64;
+    b.p = std::aligned_alloc(64, rounded);
+    if (!b.p) sdk::fail(OPENREG_STATUS_OUT_OF_MEMORY, sdk::str("onednn: scratch allocation of ", bytes, " bytes failed"));
+    b.size = rounded;
+  }
+  ++a.top;
+  return b.p;
+}
+
 // ----------------------------------------------------------- execution
 
 dnnl::primitive_attr base_attr() {
@@ -174,8 +226,8 @@ dnnl::stream& thread_stream() {
 void execute(const dnnl::primitive& p, const dnnl::primitive_desc_base& pd, std::unordered_map<int, memory> args) {
   const memory::desc spd = pd.scratchpad_desc();
   const size_t bytes = spd.get_size();
-  auto scratch = host().scratch(bytes);
-  if (bytes) args.emplace(DNNL_ARG_SCRATCHPAD, memory(spd, cpu(), scratch.as<void>()));
+  Buffers scratch;
+  if (bytes) args.emplace(DNNL_ARG_SCRATCHPAD, memory(spd, cpu(), scratch.alloc(bytes)));
   dnnl::stream& s = thread_stream();
   p.execute(s, args);
   s.wait();

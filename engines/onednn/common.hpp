@@ -148,14 +148,22 @@ dnnl::primitive_attr base_attr();
 void execute(const dnnl::primitive& p, const dnnl::primitive_desc_base& pd, std::unordered_map<int, memory> args);
 
 
-// Host scratch buffers that live for one call.
-struct Buffers {
-  std::vector<std::unique_ptr<sdk::Host::Scratch>> bufs;
-  void* alloc(size_t bytes) {
-    bufs.push_back(std::make_unique<sdk::Host::Scratch>(host().raw(), bytes));
-    return bufs.back()->as<void>();
-  }
+// Scratch buffers that live for one call, taken from a per-thread arena of
+// 64-byte aligned blocks that stay allocated between calls: a fresh 25 MB
+// buffer per call costs page faults (a reorder of 32x64x56x56 took 7.8 ms into
+// fresh memory, 1.8 ms into reused memory). Scopes nest (LIFO): each Buffers
+// hands its blocks back when it goes out of scope.
+class Buffers {
+ public:
+  Buffers();
+  ~Buffers();
+  Buffers(const Buffers&) = delete;
+  Buffers& operator=(const Buffers&) = delete;
+  void* alloc(size_t bytes);
   float* floats(int64_t n) { return static_cast<float*>(alloc(static_cast<size_t>(std::max<int64_t>(n, 1)) * 4)); }
+
+ private:
+  size_t mark_;
 };
 
 // `p` (laid out as `user`) as a memory of layout `want`, reordered into a

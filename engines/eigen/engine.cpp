@@ -52,10 +52,10 @@ sdk::EngineDef build() {
   const auto f32 = sdk::dtypes::float32, f64 = sdk::dtypes::float64, bf16 = sdk::dtypes::bfloat16;
   const DL ew{f32, f64, bf16};
   const DL fl{f32, f64};
+  const DL ewi{f32, f64, bf16, sdk::dtypes::int64, sdk::dtypes::int32};
   sdk::EngineDef e("eigen", "0.1.0");
 
   // ---- elementwise (ops_elementwise.cpp)
-  const DL ewi{f32, f64, bf16, sdk::dtypes::int64, sdk::dtypes::int32};
   binary_forms(e, "add", ewi, ee::B_ADD);
   binary_forms(e, "sub", ewi, ee::B_SUB);
   binary_forms(e, "mul", ewi, ee::B_MUL);
@@ -63,13 +63,13 @@ sdk::EngineDef build() {
   binary_forms(e, "maximum", ew, ee::B_MAX);
   binary_forms(e, "minimum", ew, ee::B_MIN);
 
-  unary_forms(e, "neg", ew, ee::U_NEG);
-  unary_forms(e, "abs", ew, ee::U_ABS);
+  unary_forms(e, "neg", ewi, ee::U_NEG);
+  unary_forms(e, "abs", ewi, ee::U_ABS);
   unary_forms(e, "exp", ew, ee::U_EXP);
   unary_forms(e, "log", ew, ee::U_LOG);
   unary_forms(e, "sqrt", ew, ee::U_SQRT);
   unary_forms(e, "rsqrt", ew, ee::U_RSQRT);
-  unary_forms(e, "relu", ew, ee::U_RELU);
+  unary_forms(e, "relu", ewi, ee::U_RELU);
   unary_forms(e, "sigmoid", ew, ee::U_SIGMOID);
   unary_forms(e, "tanh", ew, ee::U_TANH);
   unary_forms(e, "gelu", ew, ee::U_GELU, /*has_out=*/false);
@@ -132,9 +132,10 @@ sdk::EngineDef build() {
       e.op(n, ew, kern);
   }
 
-  e.op("aten::fill_.Scalar", ew, ee::fill);
-  e.op("aten::zero_", ew, ee::zero);
-  e.op("aten::clone", ew, ee::clone);
+  const DL all{f32, f64, bf16, sdk::dtypes::int64, sdk::dtypes::int32, sdk::dtypes::bool_};
+  e.op("aten::fill_.Scalar", all, ee::fill);
+  e.op("aten::zero_", all, ee::zero);
+  e.op("aten::clone", all, ee::clone);
   e.op("aten::copy_", ew, ee::copy);
 
   auto fe = [&](const std::string& op, ee::Foreach k, std::initializer_list<const char*> overloads) {

@@ -304,6 +304,13 @@ void unary(const Call& call, Unary kind) {
     case U_POW: p.p0 = call.scalar(1); break;
     default: break;
   }
+  if (kind == U_NEG || kind == U_ABS || kind == U_RELU) {
+    sdk::dispatch<float, double, sdk::bfloat16, int64_t, int32_t>(out.dtype(), "unary", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      unary_t<T>(call.host(), kind, out, a, p);
+    });
+    return;
+  }
   dispatch_ew(out.dtype(), "unary", [&](auto tag) {
     using T = typename decltype(tag)::type;
     unary_t<T>(call.host(), kind, out, a, p);

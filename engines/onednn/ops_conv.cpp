@@ -29,8 +29,11 @@ struct ConvParams {
   int nsp = 2;
 };
 
+// `input`/`output` are the forward source and destination. For a transposed
+// convolution (oneDNN's deconvolution) the size relation is the convolution's
+// with source and destination swapped.
 ConvParams params(const sdk::Call& call, int first, const sdk::Tensor& input, const sdk::Tensor& output,
-                  const sdk::Tensor& weight) {
+                  const sdk::Tensor& weight, bool transposed) {
   ConvParams p;
   p.nsp = static_cast<int>(input.dim()) - 2;
   auto st = call.int_list(first), pad = call.int_list(first + 1), dil = call.int_list(first + 2);
@@ -42,13 +45,32 @@ ConvParams params(const sdk::Call& call, int first, const sdk::Tensor& input, co
     p.strides.push_back(s);
     p.dilates.push_back(d - 1);
     p.pad_l.push_back(pl);
-    p.pad_r.push_back((out - 1) * s + (k - 1) * d + 1 - in - pl);
+    p.pad_r.push_back(transposed ? (in - 1) * s + (k - 1) * d + 1 - out - pl : (out - 1) * s + (k - 1) * d + 1 - in - pl);
   }
   return p;
 }
 
-// ATen weight [O, I/G, k...] as oneDNN's (grouped: [G, O/G, I/G, k...]) with its strides.
-memory::desc weight_md(const sdk::Tensor& w, int64_t groups) {
+// ATen weight [O, I/G, k...] as oneDNN's (grouped: [G, O/G, I/G, k...]) with its
+// strides. Transposed: ATen [I, O/G, k...] -> oneDNN [O, I, k...] /
+// [G, O/G, I/G, k...], i.e. the first two dims swapped, through strides.
+memory::desc weight_md(const sdk::Tensor& w, int64_t groups, bool transposed = false) {
+  if (transposed) {
+    const int64_t ig = w.size(0) / groups, og = w.size(1);
+    memory::dims d, s;
+    if (groups > 1) {
+      d.push_back(groups);
+      s.push_back(ig * w.stride(0));
+    }
+    d.push_back(og);
+    s.push_back(w.stride(1));
+    d.push_back(ig);
+    s.push_back(w.stride(0));
+    for (int64_t i = 2; i < w.dim(); ++i) {
+      d.push_back(w.size(i));
+      s.push_back(w.stride(i));
+    }
+    return md_of(w, d, s);
+  }
   if (groups == 1) return md_of(w);
   memory::dims d{groups, w.size(0) / groups}, s{(w.size(0) / groups) * w.stride(0), w.stride(0)};
   for (int64_t i = 1; i < w.dim(); ++i) {
@@ -65,27 +87,40 @@ memory::desc any_like(const memory::desc& m) {
 void check_common(const sdk::Call& call, const sdk::Tensor& input, const sdk::Tensor& weight) {
   dnnl_dt(input.dtype(), "convolution");
   require_dtype(call, input.dtype(), {weight});
-  const int first = call.op_name().find("backward") != std::string_view::npos ? 4 : 3;
-  OPENREG_SDK_REQUIRE(!call.bool_arg(first + 3), call.op_name(),
-                      ": transposed convolution is not served (oneDNN deconvolution not wired yet)");
   OPENREG_SDK_REQUIRE(input.dim() >= 3 && input.dim() <= 5 && weight.dim() == input.dim(), call.op_name(),
                       ": 1-3 spatial dims with a batch dim only (got input ", input.describe(), ")");
 }
 
-struct FwdEntry {
-  dnnl::convolution_forward::primitive_desc pd;
-  dnnl::convolution_forward prim;
+// The primitive families of a convolution and of a transposed one.
+struct Conv {
+  using Fwd = dnnl::convolution_forward;
+  using BwdData = dnnl::convolution_backward_data;
+  using BwdWeights = dnnl::convolution_backward_weights;
+  static constexpr dnnl::algorithm alg = dnnl::algorithm::convolution_direct;
+  static constexpr bool transposed = false;
+};
+struct Deconv {
+  using Fwd = dnnl::deconvolution_forward;
+  using BwdData = dnnl::deconvolution_backward_data;
+  using BwdWeights = dnnl::deconvolution_backward_weights;
+  static constexpr dnnl::algorithm alg = dnnl::algorithm::deconvolution_direct;
+  static constexpr bool transposed = true;
 };
 
-dnnl::convolution_forward::primitive_desc fwd_pd(const memory::desc& src, const memory::desc& wei,
-                                                 const memory::desc* bias, const memory::desc& dst,
-                                                 const ConvParams& p, dnnl::prop_kind kind) {
-  dnnl::convolution_forward::desc d =
-      bias ? dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, any_like(src), any_like(wei),
-                                             *bias, any_like(dst), p.strides, p.dilates, p.pad_l, p.pad_r)
-           : dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, any_like(src), any_like(wei),
-                                             any_like(dst), p.strides, p.dilates, p.pad_l, p.pad_r);
-  return dnnl::convolution_forward::primitive_desc(d, base_attr(), cpu());
+template <class K>
+struct FwdEntry {
+  typename K::Fwd::primitive_desc pd;
+  typename K::Fwd prim;
+};
+
+template <class K>
+typename K::Fwd::primitive_desc fwd_pd(const memory::desc& src, const memory::desc& wei, const memory::desc* bias,
+                                       const memory::desc& dst, const ConvParams& p, dnnl::prop_kind kind) {
+  using D = typename K::Fwd::desc;
+  D d = bias ? D(kind, K::alg, any_like(src), any_like(wei), *bias, any_like(dst), p.strides, p.dilates, p.pad_l,
+                 p.pad_r)
+             : D(kind, K::alg, any_like(src), any_like(wei), any_like(dst), p.strides, p.dilates, p.pad_l, p.pad_r);
+  return typename K::Fwd::primitive_desc(d, base_attr(), cpu());
 }
 
 Key conv_key(const char* what, const ConvParams& p) {
@@ -111,21 +146,35 @@ void check_convolution_backward(const sdk::Call& call) {
   require_dtype(call, call.tensor(1).dtype(), {call.tensor(0)});
 }
 
-void convolution(const sdk::Call& call) {
-  check_convolution(call);
+namespace {
+
+// Multiply-adds of a convolution (or transposed one) times 2: the larger
+// activation times the weight's per-output-channel size.
+double conv_flops(const sdk::Tensor& x, const sdk::Tensor& y, const sdk::Tensor& w) {
+  return 2.0 * static_cast<double>(std::max(x.numel(), y.numel())) * static_cast<double>(w.numel() / w.size(0));
+}
+
+// A transposed convolution whose output_padding leaves a negative right
+// padding has no oneDNN equivalent.
+void require_padding(const sdk::Call& call, const ConvParams& p) {
+  for (auto r : p.pad_r) OPENREG_SDK_REQUIRE(r >= 0, call.op_name(), ": negative right padding (output_padding)");
+}
+
+template <class K>
+void convolution_impl(const sdk::Call& call) {
   sdk::Tensor x = call.tensor(0), w = call.tensor(1), y = call.output(0);
   std::optional<sdk::Tensor> bias = call.optional_tensor(2);
   if (y.numel() == 0) return;
-  const ConvParams p = params(call, 3, x, y, w);
-  Threads threads(threads_for(2.0 * static_cast<double>(y.numel()) * static_cast<double>(w.numel() / w.size(0)),
-                              kFlopGrain));
-  const memory::desc xmd = md_of(x), wmd = weight_md(w, p.groups), ymd = md_of(y);
+  const ConvParams p = params(call, 3, x, y, w, K::transposed);
+  require_padding(call, p);
+  Threads threads(threads_for(conv_flops(x, y, w), kFlopGrain));
+  const memory::desc xmd = md_of(x), wmd = weight_md(w, p.groups, K::transposed), ymd = md_of(y);
   const memory::desc bmd = bias ? md_of(*bias) : memory::desc();
-  Key k = conv_key("conv_fwd", p);
+  Key k = conv_key(K::transposed ? "deconv_fwd" : "conv_fwd", p);
   k.add(x).add(w).add(y).add(bias ? *bias : sdk::Tensor(nullptr));
-  auto e = cached<FwdEntry>(k, [&] {
-    auto pd = fwd_pd(xmd, wmd, bias ? &bmd : nullptr, ymd, p, dnnl::prop_kind::forward_inference);
-    return FwdEntry{pd, dnnl::convolution_forward(pd)};
+  auto e = cached<FwdEntry<K>>(k, [&] {
+    auto pd = fwd_pd<K>(xmd, wmd, bias ? &bmd : nullptr, ymd, p, dnnl::prop_kind::forward_inference);
+    return FwdEntry<K>{pd, typename K::Fwd(pd)};
   });
   Buffers b;
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, stage_in(b, xmd, x.bytes(), e->pd.src_desc())},
@@ -137,19 +186,19 @@ void convolution(const sdk::Call& call) {
   out.finish();
 }
 
-namespace {
+template <class K>
 struct BwdDataEntry {
-  dnnl::convolution_backward_data::primitive_desc pd;
-  dnnl::convolution_backward_data prim;
+  typename K::BwdData::primitive_desc pd;
+  typename K::BwdData prim;
 };
+template <class K>
 struct BwdWeightsEntry {
-  dnnl::convolution_backward_weights::primitive_desc pd;
-  dnnl::convolution_backward_weights prim;
+  typename K::BwdWeights::primitive_desc pd;
+  typename K::BwdWeights prim;
 };
-}  // namespace
 
-void convolution_backward(const sdk::Call& call) {
-  check_convolution_backward(call);
+template <class K>
+void convolution_backward_impl(const sdk::Call& call) {
   sdk::Tensor gy = call.tensor(0), x = call.tensor(1), w = call.tensor(2);
   sdk::Tensor gx = call.output(0), gw = call.output(1), gb = call.output(2);
   const bool want_gx = gx.defined() && gx.numel() > 0, want_gw = gw.defined(), want_gb = gb.defined();
@@ -161,11 +210,11 @@ void convolution_backward(const sdk::Call& call) {
     });
     return;
   }
-  const ConvParams p = params(call, 4, x, gy, w);
-  Threads threads(threads_for(2.0 * static_cast<double>(gy.numel()) * static_cast<double>(w.numel() / w.size(0)),
-                              kFlopGrain));
-  const memory::desc xmd = md_of(x), wmd = weight_md(w, p.groups), gymd = md_of(gy);
-  Key base = conv_key("conv_bwd", p);
+  const ConvParams p = params(call, 4, x, gy, w, K::transposed);
+  require_padding(call, p);
+  Threads threads(threads_for(conv_flops(x, gy, w), kFlopGrain));
+  const memory::desc xmd = md_of(x), wmd = weight_md(w, p.groups, K::transposed), gymd = md_of(gy);
+  Key base = conv_key(K::transposed ? "deconv_bwd" : "conv_bwd", p);
   base.add(x).add(w).add(gy);
   // The forward primitive descriptor is the hint both backward ones need.
   Buffers b;
@@ -176,12 +225,12 @@ void convolution_backward(const sdk::Call& call) {
     const memory::desc gxmd = md_of(gx);
     Key k = base;
     k.add("data").add(gx);
-    auto e = cached<BwdDataEntry>(k, [&] {
-      auto hint = fwd_pd(xmd, wmd, nullptr, gymd, p, dnnl::prop_kind::forward_training);
-      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any_like(xmd), any_like(wmd),
-                                              any_like(gymd), p.strides, p.dilates, p.pad_l, p.pad_r);
-      dnnl::convolution_backward_data::primitive_desc pd(d, base_attr(), cpu(), hint);
-      return BwdDataEntry{pd, dnnl::convolution_backward_data(pd)};
+    auto e = cached<BwdDataEntry<K>>(k, [&] {
+      auto hint = fwd_pd<K>(xmd, wmd, nullptr, gymd, p, dnnl::prop_kind::forward_training);
+      typename K::BwdData::desc d(K::alg, any_like(xmd), any_like(wmd), any_like(gymd), p.strides, p.dilates, p.pad_l,
+                                  p.pad_r);
+      typename K::BwdData::primitive_desc pd(d, base_attr(), cpu(), hint);
+      return BwdDataEntry<K>{pd, typename K::BwdData(pd)};
     });
     Out out = stage_out(b, gxmd, gx.bytes(), e->pd.diff_src_desc());
     gy_staged = stage_in(b, gymd, gy.bytes(), e->pd.diff_dst_desc());
@@ -194,22 +243,20 @@ void convolution_backward(const sdk::Call& call) {
   if (want_gw || want_gb) {
     // The bias gradient comes with the weights gradient: compute both, into
     // scratch when one of them was not asked for.
-    const memory::desc gwmd = want_gw ? weight_md(gw, p.groups) : wmd;
-    memory::desc gbmd(memory::dims{w.size(0)}, dnnl_dt(x.dtype(), "convolution_backward"), memory::dims{1});
+    const memory::desc gwmd = want_gw ? weight_md(gw, p.groups, K::transposed) : wmd;
+    memory::desc gbmd(memory::dims{gy.size(1)}, dnnl_dt(x.dtype(), "convolution_backward"), memory::dims{1});
     if (want_gb) gbmd = md_of(gb);
     Key k = base;
     k.add("weights").add(want_gw ? gw : sdk::Tensor(nullptr)).add(want_gb ? gb : sdk::Tensor(nullptr));
     k.add(static_cast<int64_t>(want_gb));
-    auto e = cached<BwdWeightsEntry>(k, [&] {
-      auto hint = fwd_pd(xmd, wmd, want_gb ? &gbmd : nullptr, gymd, p, dnnl::prop_kind::forward_training);
-      auto d = want_gb ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any_like(xmd),
-                                                                  any_like(gwmd), gbmd, any_like(gymd), p.strides,
-                                                                  p.dilates, p.pad_l, p.pad_r)
-                       : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any_like(xmd),
-                                                                  any_like(gwmd), any_like(gymd), p.strides,
-                                                                  p.dilates, p.pad_l, p.pad_r);
-      dnnl::convolution_backward_weights::primitive_desc pd(d, base_attr(), cpu(), hint);
-      return BwdWeightsEntry{pd, dnnl::convolution_backward_weights(pd)};
+    auto e = cached<BwdWeightsEntry<K>>(k, [&] {
+      auto hint = fwd_pd<K>(xmd, wmd, want_gb ? &gbmd : nullptr, gymd, p, dnnl::prop_kind::forward_training);
+      using D = typename K::BwdWeights::desc;
+      D d = want_gb ? D(K::alg, any_like(xmd), any_like(gwmd), gbmd, any_like(gymd), p.strides, p.dilates, p.pad_l,
+                        p.pad_r)
+                    : D(K::alg, any_like(xmd), any_like(gwmd), any_like(gymd), p.strides, p.dilates, p.pad_l, p.pad_r);
+      typename K::BwdWeights::primitive_desc pd(d, base_attr(), cpu(), hint);
+      return BwdWeightsEntry<K>{pd, typename K::BwdWeights(pd)};
     });
     void* gw_ptr = want_gw ? static_cast<void*>(gw.bytes()) : b.alloc(gwmd.get_size());
     Out out = stage_out(b, gwmd, gw_ptr, e->pd.diff_weights_desc());
@@ -223,6 +270,20 @@ void convolution_backward(const sdk::Call& call) {
     execute(e->prim, e->pd, std::move(args));
     if (want_gw) out.finish();
   }
+}
+
+}  // namespace
+
+void convolution(const sdk::Call& call) {
+  check_convolution(call);
+  if (call.bool_arg(6)) convolution_impl<Deconv>(call);
+  else convolution_impl<Conv>(call);
+}
+
+void convolution_backward(const sdk::Call& call) {
+  check_convolution_backward(call);
+  if (call.bool_arg(7)) convolution_backward_impl<Deconv>(call);
+  else convolution_backward_impl<Conv>(call);
 }
 
 }  // namespace onednn_engine

@@ -3,6 +3,9 @@
 #pragma once
 
 #define EIGEN_DONT_PARALLELIZE 1  // threading goes through the host's parallel_for only
+// Exact vectorised sqrt (Eigen's fast-math float sqrt is an rsqrt estimate that
+// loses 1-2 bits and mishandles +inf, -0 and denormals). tanh is vectorised by hand.
+#define EIGEN_FAST_MATH 0
 
 #include <openreg/sdk.hpp>
 

@@ -97,7 +97,14 @@ void unary_t(const sdk::Host& host, Unary kind, const Tensor& out, const Tensor&
     case U_SIGMOID:
       runv([](C x) { return sigmoid1(x); }, [](const auto& x) { return (C(1) + (-x).exp()).inverse(); });
       break;
-    case U_TANH: runv([](C x) { return std::tanh(x); }, [](const auto& x) { return x.tanh(); }); break;
+    case U_TANH:
+      // |x| < 0.01: x - x^3/3 (error ~x^5); else 1 - 2 / (exp(2x) + 1) (absolute error ~1 ulp of 1).
+      runv([](C x) { return std::tanh(x); },
+           [](const auto& x) {
+             return (x.abs() < C(0.01)).select(x * (C(1) - x * x * C(1.0 / 3.0)),
+                                               C(1) - C(2) / ((C(2) * x).exp() + C(1)));
+           });
+      break;
     case U_GELU:
       if (p.tanh_approx)
         run([](C x) {

@@ -121,26 +121,35 @@ void unary_t(const sdk::Host& host, Unary kind, const Tensor& out, const Tensor&
     case U_EXPM1: run([](C x) { return std::expm1(x); }); break;
     case U_ERF: run([](C x) { return std::erf(x); }); break;
     case U_RECIPROCAL: run([](C x) { return C(1) / x; }); break;
-    case U_FLOOR: run([](C x) { return std::floor(x); }); break;
-    case U_CEIL: run([](C x) { return std::ceil(x); }); break;
-    case U_ROUND: run([](C x) { return std::nearbyint(x); }); break;
+    case U_FLOOR: runv([](C x) { return std::floor(x); }, [](const auto& x) { return x.floor(); }); break;
+    case U_CEIL: runv([](C x) { return std::ceil(x); }, [](const auto& x) { return x.ceil(); }); break;
+    case U_ROUND: runv([](C x) { return std::nearbyint(x); }, [](const auto& x) { return x.rint(); }); break;
     case U_TRUNC: run([](C x) { return std::trunc(x); }); break;
     case U_SILU: run([](C x) { return x * sigmoid1(x); }); break;
     case U_LEAKY_RELU: {
       const C k = static_cast<C>(p.p0);
-      run([k](C x) { return x > C(0) || x != x ? x : x * k; });
+      runv([k](C x) { return x > C(0) || x != x ? x : x * k; },
+           [k](const auto& x) { return (x < C(0)).select(x * k, x); });
       break;
     }
     case U_HARDTANH:
     case U_CLAMP: {
       const C lo = static_cast<C>(p.p0), hi = static_cast<C>(p.p1);
       const bool has_lo = p.has_min, has_hi = p.has_max;
-      run([=](C x) {
-        if (x != x) return x;
-        if (has_lo && x < lo) x = lo;
-        if (has_hi && x > hi) x = hi;
-        return x;
-      });
+      const C vlo = has_lo ? lo : -std::numeric_limits<C>::infinity();
+      const C vhi = has_hi ? hi : std::numeric_limits<C>::infinity();
+      // NaN compares false both ways and stays NaN; min wins when lo > hi (as ATen).
+      runv(
+          [=](C x) {
+            if (x != x) return x;
+            if (has_lo && x < lo) x = lo;
+            if (has_hi && x > hi) x = hi;
+            return x;
+          },
+          [=](const auto& x) {
+            const auto lo_clamped = (x < vlo).select(vlo, x);
+            return (lo_clamped > vhi).select(vhi, lo_clamped);
+          });
       break;
     }
     case U_POW: {

@@ -22,6 +22,18 @@ memory::desc bn_md(const sdk::Tensor& t) {
   if (t.dim() != 2) return md_of(t);
   return md_of(t, {t.size(0), t.size(1), 1, 1}, {t.stride(0), t.stride(1), 1, 1});
 }
+// oneDNN 2.6's batch norm is JIT-compiled for channel-blocked layouts only; on
+// plain NCHW it runs a C++ kernel ~10x slower (64x16x8x8, one thread: forward
+// 93 us vs 9 us, backward 130 us vs 11 us; a reorder in or out costs ~5 us).
+// So the primitive works on nC[d][h]w16c copies.
+memory::desc bn_blocked(const memory::desc& plain) {
+  const auto dims = plain.dims();
+  const memory::format_tag tag = dims.size() == 3   ? memory::format_tag::nCw16c
+                                 : dims.size() == 4 ? memory::format_tag::nChw16c
+                                                    : memory::format_tag::nCdhw16c;
+  return memory::desc(dims, plain.data_type(), tag);
+}
+
 memory::desc bn_plain(const sdk::Tensor& t) {
   memory::dims d = dims_of(t);
   if (d.size() == 2) d = {d[0], d[1], 1, 1};
@@ -80,25 +92,27 @@ void batch_norm(const sdk::Call& call) {
     to_float_vec(*rm, mean);
     to_float_vec(*rv, var);
   }
-  const memory::desc ymd = bn_md(y), xmd = bn_md(x);
+  const memory::desc ymd = bn_md(y), xmd = bn_md(x), bmd = bn_blocked(ymd);
   Flags flags = Flags::use_scale | Flags::use_shift;
   if (!training) flags = flags | Flags::use_global_stats;
   Key k("bnorm_fwd");
   k.add(y).add(static_cast<int64_t>(training)).add(eps);
   auto e = cached<BnFwdEntry>(k, [&] {
     dnnl::batch_normalization_forward::desc d(
-        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, ymd, static_cast<float>(eps),
+        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, bmd, static_cast<float>(eps),
         flags);
     dnnl::batch_normalization_forward::primitive_desc pd(d, base_attr(), cpu());
     return BnFwdEntry{pd, dnnl::batch_normalization_forward(pd)};
   });
+  void* yb = buf.alloc(bmd.get_size());
   execute(e->prim, e->pd,
-          {{DNNL_ARG_SRC, stage_in(buf, xmd, x.bytes(), ymd)},
-           {DNNL_ARG_DST, make_mem(y, ymd)},
+          {{DNNL_ARG_SRC, stage_in(buf, xmd, x.bytes(), bmd)},
+           {DNNL_ARG_DST, memory(bmd, cpu(), yb)},
            {DNNL_ARG_SCALE, memory(vec_md(C), cpu(), scale)},
            {DNNL_ARG_SHIFT, memory(vec_md(C), cpu(), shift)},
            {DNNL_ARG_MEAN, memory(vec_md(C), cpu(), mean)},
            {DNNL_ARG_VARIANCE, memory(vec_md(C), cpu(), var)}});
+  reorder(bmd, yb, ymd, y.bytes());
   if (!training) return;  // saved statistics are empty in eval mode
   float* invstd = buf.floats(C);
   for (int64_t c = 0; c < C; ++c) invstd[c] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var[c]) + eps));
@@ -152,7 +166,7 @@ void batch_norm_backward(const sdk::Call& call) {
     to_float_vec(call.tensor(4), var);
   }
   const bool want_gi = gi.defined();
-  const memory::desc dmd = want_gi ? bn_md(gi) : bn_plain(x);
+  const memory::desc gimd = want_gi ? bn_md(gi) : bn_plain(x), dmd = bn_blocked(gimd);
   Flags flags = Flags::use_scale | Flags::use_shift;
   if (!train) flags = flags | Flags::use_global_stats;
   Key k("bnorm_bwd");
@@ -165,7 +179,7 @@ void batch_norm_backward(const sdk::Call& call) {
     dnnl::batch_normalization_backward::primitive_desc pd(d, base_attr(), cpu(), hint);
     return BnBwdEntry{pd, dnnl::batch_normalization_backward(pd)};
   });
-  void* gi_ptr = want_gi ? static_cast<void*>(gi.bytes()) : buf.alloc(dmd.get_size());
+  void* gi_blocked = buf.alloc(dmd.get_size());
   execute(e->prim, e->pd,
           {{DNNL_ARG_SRC, stage_in(buf, bn_md(x), x.bytes(), dmd)},
            {DNNL_ARG_DIFF_DST, stage_in(buf, bn_md(g), g.bytes(), dmd)},
@@ -173,9 +187,10 @@ void batch_norm_backward(const sdk::Call& call) {
            {DNNL_ARG_VARIANCE, memory(vec_md(C), cpu(), var)},
            {DNNL_ARG_SCALE, memory(vec_md(C), cpu(), scale)},
            {DNNL_ARG_SHIFT, memory(vec_md(C), cpu(), dshift)},  // oneDNN 2.6 insists on it (unused)
-           {DNNL_ARG_DIFF_SRC, memory(dmd, cpu(), gi_ptr)},
+           {DNNL_ARG_DIFF_SRC, memory(dmd, cpu(), gi_blocked)},
            {DNNL_ARG_DIFF_SCALE, memory(vec_md(C), cpu(), dscale)},
            {DNNL_ARG_DIFF_SHIFT, memory(vec_md(C), cpu(), dshift)}});
+  if (want_gi) reorder(dmd, gi_blocked, gimd, gi.bytes());
   if (gw.defined() && gw.numel() == C) from_float_vec(dscale, gw);
   if (gb.defined() && gb.numel() == C) from_float_vec(dshift, gb);
 }

@@ -361,13 +361,11 @@ void max_pool_t(const Call& call, const PoolGeom& p) {
                             for (int64_t h = h0; h < hend; h += p.dh)
                               for (int64_t w = w0; w < wend; w += p.dw) {
                                 const T v = src[h * p.W + w];
-                                if (v > best || std::isnan(v)) {
+                                if (v > best || std::isnan(v)) {  // as ATen: NaN wins, the last NaN's index
                                   best = v;
                                   best_i = h * p.W + w;
-                                  if (std::isnan(v)) goto done;
                                 }
                               }
-                          done:
                             dst[oh * p.Wo + ow] = best;
                             id[oh * p.Wo + ow] = best_i;
                           }

@@ -95,32 +95,54 @@ void max_pool2d_with_indices(const sdk::Call& call) {
     const T* xp = reinterpret_cast<const T*>(x.bytes());
     T* yp = reinterpret_cast<T*>(y.bytes());
     int64_t* ip = ind.data<int64_t>();
-    host().parallel_for(0, in.count, std::max<int64_t>(1, static_cast<int64_t>(kMemGrain) / work), [&](int64_t b, int64_t e) {
+    // Everything the inner loops read is copied into locals: the int64 index
+    // stores could alias fields read through references and force reloads.
+    const Planes pin = in, pout = out, pidx = idx;
+    const Pool2d pp = p;
+    host().parallel_for(0, pin.count, std::max<int64_t>(1, static_cast<int64_t>(kMemGrain) / work), [=](int64_t b, int64_t e) {
+      const int64_t H = pin.H, W = pin.W, xsH = pin.sH, xsW = pin.sW, ysH = pout.sH, ysW = pout.sW, isH = pidx.sH,
+                    isW = pidx.sW;
+      const int64_t sH = pp.sH, sW = pp.sW, pH = pp.pH, pW = pp.pW, dH = pp.dH, dW = pp.dW, kH = pp.kH, kW = pp.kW;
+      std::vector<float> mb(static_cast<size_t>(OW));
+      std::vector<int64_t> ib(static_cast<size_t>(OW));
+      float* __restrict mbuf = mb.data();
+      int64_t* __restrict ibuf = ib.data();
       for (int64_t pl = b; pl < e; ++pl) {
-        const T* xs = xp + in.offset(pl);
-        T* ys = yp + out.offset(pl);
-        int64_t* is = ip + idx.offset(pl);
+        const T* __restrict xs = xp + pin.offset(pl);
+        T* __restrict ys = yp + pout.offset(pl);
+        int64_t* __restrict is = ip + pidx.offset(pl);
         for (int64_t oh = 0; oh < OH; ++oh) {
-          int64_t h0 = oh * p.sH - p.pH;
-          const int64_t h1 = std::min(h0 + (p.kH - 1) * p.dH + 1, in.H);
-          while (h0 < 0) h0 += p.dH;
+          int64_t h0 = oh * sH - pH;
+          const int64_t h1 = std::min(h0 + (kH - 1) * dH + 1, H);
+          while (h0 < 0) h0 += dH;
+          // One output row at a time, window element by window element, the
+          // output columns innermost: independent lanes instead of one long
+          // compare/select dependency chain per output. The visiting order per
+          // output stays ATen's (rows, then columns; the first maximum wins).
           for (int64_t ow = 0; ow < OW; ++ow) {
-            int64_t w0 = ow * p.sW - p.pW;
-            const int64_t w1 = std::min(w0 + (p.kW - 1) * p.dW + 1, in.W);
-            while (w0 < 0) w0 += p.dW;
-            int64_t best = h0 * in.W + w0;
-            float m = -std::numeric_limits<float>::infinity();
-            for (int64_t h = h0; h < h1; h += p.dH) {
-              for (int64_t w = w0; w < w1; w += p.dW) {
-                const float v = static_cast<float>(xs[h * in.sH + w * in.sW]);
-                if (v > m || std::isnan(v)) {
-                  m = v;
-                  best = h * in.W + w;
-                }
+            int64_t w0 = ow * sW - pW;
+            while (w0 < 0) w0 += dW;
+            mbuf[ow] = -std::numeric_limits<float>::infinity();
+            ibuf[ow] = h0 * W + w0;
+          }
+          for (int64_t h = h0; h < h1; h += dH) {
+            const T* row = xs + h * xsH;
+            for (int64_t kw = 0; kw < kW; ++kw) {
+              const int64_t c = kw * dW - pW;  // w = ow * sW + c
+              const int64_t ow_a = c >= 0 ? 0 : (-c + sW - 1) / sW;
+              const int64_t ow_b = std::min<int64_t>(OW, W - c <= 0 ? 0 : (W - c + sW - 1) / sW);
+              for (int64_t ow = ow_a; ow < ow_b; ++ow) {
+                const int64_t w = ow * sW + c;
+                const float v = static_cast<float>(row[w * xsW]);
+                const bool take = (v > mbuf[ow]) | (v != v);  // NaN wins, as in ATen
+                mbuf[ow] = take ? v : mbuf[ow];
+                ibuf[ow] = take ? h * W + w : ibuf[ow];
               }
             }
-            ys[oh * out.sH + ow * out.sW] = static_cast<T>(m);
-            is[oh * idx.sH + ow * idx.sW] = best;
+          }
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            ys[oh * ysH + ow * ysW] = static_cast<T>(mbuf[ow]);
+            is[oh * isH + ow * isW] = ibuf[ow];
           }
         }
       }

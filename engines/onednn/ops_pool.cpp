@@ -9,6 +9,7 @@
 // beyond the declared padding (ATen and oneDNN disagree there) are declined.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "ops.h"
 
@@ -68,6 +69,85 @@ Planes planes(const sdk::Tensor& t) {
   return q;
 }
 
+// The max-pool kernel over planes [b, e). Compiled twice: for the baseline
+// ISA and with AVX-512 enabled (picked at run time): the compiler vectorises
+// the column loop with masked selects only with AVX-512 (64x16x8x8, k2 s2:
+// 212 us baseline, 30 us with AVX-512, in a standalone test).
+struct MaxPoolArgs {
+  const void* x;
+  void* y;
+  int64_t* ind;
+  Planes in, out, idx;
+  Pool2d p;
+  int64_t OH, OW;
+};
+
+template <class T>
+__attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, int64_t b, int64_t e) {
+      const int64_t H = a.in.H, W = a.in.W, xsH = a.in.sH, xsW = a.in.sW, ysH = a.out.sH, ysW = a.out.sW, isH = a.idx.sH,
+                    isW = a.idx.sW;
+      const int64_t sH = a.p.sH, sW = a.p.sW, pH = a.p.pH, pW = a.p.pW, dH = a.p.dH, dW = a.p.dW, kH = a.p.kH, kW = a.p.kW;
+      std::vector<float> mb(static_cast<size_t>(a.OW));
+      std::vector<int64_t> ib(static_cast<size_t>(a.OW));
+      float* __restrict mbuf = mb.data();
+      int64_t* __restrict ibuf = ib.data();
+      for (int64_t pl = b; pl < e; ++pl) {
+        const T* __restrict xs = static_cast<const T*>(a.x) + a.in.offset(pl);
+        T* __restrict ys = static_cast<T*>(a.y) + a.out.offset(pl);
+        int64_t* __restrict is = a.ind + a.idx.offset(pl);
+        for (int64_t oh = 0; oh < a.OH; ++oh) {
+          int64_t h0 = oh * sH - pH;
+          const int64_t h1 = std::min(h0 + (kH - 1) * dH + 1, H);
+          while (h0 < 0) h0 += dH;
+          // One output row at a time, window element by window element, the
+          // output columns innermost: independent lanes instead of one long
+          // compare/select dependency chain per output. The visiting order per
+          // output stays ATen's (rows, then columns; the first maximum wins).
+          for (int64_t ow = 0; ow < a.OW; ++ow) {
+            int64_t w0 = ow * sW - pW;
+            while (w0 < 0) w0 += dW;
+            mbuf[ow] = -std::numeric_limits<float>::infinity();
+            ibuf[ow] = h0 * W + w0;
+          }
+          for (int64_t h = h0; h < h1; h += dH) {
+            const T* row = xs + h * xsH;
+            for (int64_t kw = 0; kw < kW; ++kw) {
+              const int64_t c = kw * dW - pW;  // w = ow * sW + c
+              const int64_t ow_a = c >= 0 ? 0 : (-c + sW - 1) / sW;
+              const int64_t ow_b = std::min<int64_t>(a.OW, W - c <= 0 ? 0 : (W - c + sW - 1) / sW);
+              for (int64_t ow = ow_a; ow < ow_b; ++ow) {
+                const int64_t w = ow * sW + c;
+                const float v = static_cast<float>(row[w * xsW]);
+                const bool take = (v > mbuf[ow]) | (v != v);  // NaN wins, as in ATen
+                mbuf[ow] = take ? v : mbuf[ow];
+                ibuf[ow] = take ? h * W + w : ibuf[ow];
+              }
+            }
+          }
+          for (int64_t ow = 0; ow < a.OW; ++ow) {
+            ys[oh * ysH + ow * ysW] = static_cast<T>(mbuf[ow]);
+            is[oh * isH + ow * isW] = ibuf[ow];
+          }
+        }
+      }
+}
+
+void maxpool_planes_f32(const MaxPoolArgs& a, int64_t b, int64_t e) { maxpool_planes<float>(a, b, e); }
+void maxpool_planes_bf16(const MaxPoolArgs& a, int64_t b, int64_t e) { maxpool_planes<sdk::bfloat16>(a, b, e); }
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void maxpool_planes_f32_avx512(const MaxPoolArgs& a,
+                                                                                             int64_t b, int64_t e) {
+  maxpool_planes<float>(a, b, e);
+}
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void maxpool_planes_bf16_avx512(const MaxPoolArgs& a,
+                                                                                              int64_t b, int64_t e) {
+  maxpool_planes<sdk::bfloat16>(a, b, e);
+}
+bool avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return yes;
+}
+
 void check_pool_input(const sdk::Call& call, const sdk::Tensor& x) {
   dnnl_dt(x.dtype(), call.op_name().data());
   OPENREG_SDK_REQUIRE(x.dim() == 3 || x.dim() == 4, call.op_name(), ": 3-d or 4-d input only");
@@ -95,56 +175,15 @@ void max_pool2d_with_indices(const sdk::Call& call) {
     const T* xp = reinterpret_cast<const T*>(x.bytes());
     T* yp = reinterpret_cast<T*>(y.bytes());
     int64_t* ip = ind.data<int64_t>();
-    // Everything the inner loops read is copied into locals: the int64 index
-    // stores could alias fields read through references and force reloads.
-    const Planes pin = in, pout = out, pidx = idx;
-    const Pool2d pp = p;
-    host().parallel_for(0, pin.count, std::max<int64_t>(1, static_cast<int64_t>(kMemGrain) / work), [=](int64_t b, int64_t e) {
-      const int64_t H = pin.H, W = pin.W, xsH = pin.sH, xsW = pin.sW, ysH = pout.sH, ysW = pout.sW, isH = pidx.sH,
-                    isW = pidx.sW;
-      const int64_t sH = pp.sH, sW = pp.sW, pH = pp.pH, pW = pp.pW, dH = pp.dH, dW = pp.dW, kH = pp.kH, kW = pp.kW;
-      std::vector<float> mb(static_cast<size_t>(OW));
-      std::vector<int64_t> ib(static_cast<size_t>(OW));
-      float* __restrict mbuf = mb.data();
-      int64_t* __restrict ibuf = ib.data();
-      for (int64_t pl = b; pl < e; ++pl) {
-        const T* __restrict xs = xp + pin.offset(pl);
-        T* __restrict ys = yp + pout.offset(pl);
-        int64_t* __restrict is = ip + pidx.offset(pl);
-        for (int64_t oh = 0; oh < OH; ++oh) {
-          int64_t h0 = oh * sH - pH;
-          const int64_t h1 = std::min(h0 + (kH - 1) * dH + 1, H);
-          while (h0 < 0) h0 += dH;
-          // One output row at a time, window element by window element, the
-          // output columns innermost: independent lanes instead of one long
-          // compare/select dependency chain per output. The visiting order per
-          // output stays ATen's (rows, then columns; the first maximum wins).
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            int64_t w0 = ow * sW - pW;
-            while (w0 < 0) w0 += dW;
-            mbuf[ow] = -std::numeric_limits<float>::infinity();
-            ibuf[ow] = h0 * W + w0;
-          }
-          for (int64_t h = h0; h < h1; h += dH) {
-            const T* row = xs + h * xsH;
-            for (int64_t kw = 0; kw < kW; ++kw) {
-              const int64_t c = kw * dW - pW;  // w = ow * sW + c
-              const int64_t ow_a = c >= 0 ? 0 : (-c + sW - 1) / sW;
-              const int64_t ow_b = std::min<int64_t>(OW, W - c <= 0 ? 0 : (W - c + sW - 1) / sW);
-              for (int64_t ow = ow_a; ow < ow_b; ++ow) {
-                const int64_t w = ow * sW + c;
-                const float v = static_cast<float>(row[w * xsW]);
-                const bool take = (v > mbuf[ow]) | (v != v);  // NaN wins, as in ATen
-                mbuf[ow] = take ? v : mbuf[ow];
-                ibuf[ow] = take ? h * W + w : ibuf[ow];
-              }
-            }
-          }
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            ys[oh * ysH + ow * ysW] = static_cast<T>(mbuf[ow]);
-            is[oh * isH + ow * isW] = ibuf[ow];
-          }
-        }
+    const MaxPoolArgs args{xp, yp, ip, in, out, idx, p, OH, OW};
+    const bool wide = avx512();
+    host().parallel_for(0, in.count, std::max<int64_t>(1, static_cast<int64_t>(kMemGrain) / work), [&](int64_t b, int64_t e) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (wide) maxpool_planes_f32_avx512(args, b, e);
+        else maxpool_planes_f32(args, b, e);
+      } else {
+        if (wide) maxpool_planes_bf16_avx512(args, b, e);
+        else maxpool_planes_bf16(args, b, e);
       }
     });
   });

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <list>
 #include <mutex>
 #include <numeric>
@@ -263,6 +264,27 @@ memory stage_in(Buffers& b, const memory::desc& user, void* p, const memory::des
   void* q = b.alloc(want.get_size());
   reorder(user, p, want, q);
   return memory(want, cpu(), q);
+}
+
+View view_of(Buffers& b, const sdk::Tensor& t) {
+  if (!has_zero_stride(t)) return View{t.bytes(), md_of(t)};
+  const memory::desc md = plain_md(dims_of(t), dnnl_dt(t.dtype(), "tensor"));
+  void* q = b.alloc(md.get_size());
+  sdk::Shape shape = sdk::shape_of(t);
+  sdk::Operand dst;
+  dst.base = static_cast<char*>(q);
+  dst.byte_strides.assign(shape.size(), 0);
+  int64_t st = t.element_size();
+  for (size_t i = shape.size(); i-- > 0;) {
+    dst.byte_strides[i] = st;
+    st *= shape[i];
+  }
+  const int64_t es = t.element_size();
+  sdk::for_each_row(host(), shape, std::array<sdk::Operand, 2>{dst, sdk::operand(t, shape)},
+                    [es](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+                      for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * s[0], p[1] + i * s[1], static_cast<size_t>(es));
+                    });
+  return View{q, md};
 }
 
 // ------------------------------------------------------------ loops

@@ -170,6 +170,15 @@ class Buffers {
 // scratch buffer of `b` if the layouts differ.
 memory stage_in(Buffers& b, const memory::desc& user, void* p, const memory::desc& want);
 
+// A tensor as oneDNN sees it: its own memory and strides, or, for expanded
+// views (stride 0, e.g. the gradient of x.sum()), which oneDNN descriptors
+// cannot express, a dense row-major copy in b's scratch.
+struct View {
+  void* p;
+  memory::desc md;
+};
+View view_of(Buffers& b, const sdk::Tensor& t);
+
 // Row-major dense descriptor.
 memory::desc plain_md(const memory::dims& dims, dt type);
 

@@ -138,7 +138,7 @@ void check_batch_norm_backward(const sdk::Call& call) {
   require_dtype(call, x.dtype(), {g, call.output(0)});
   OPENREG_SDK_REQUIRE(x.dim() >= 2 && x.dim() <= 5, call.op_name(), ": 2-5 dims only");
   OPENREG_SDK_REQUIRE(x.numel() > 0, call.op_name(), ": empty input");
-  OPENREG_SDK_REQUIRE(!has_zero_stride(x) && !has_zero_stride(g), call.op_name(), ": expanded tensors");
+  OPENREG_SDK_REQUIRE(!has_zero_stride(x), call.op_name(), ": expanded input");
   const bool train = call.bool_arg(7);
   OPENREG_SDK_REQUIRE(train ? (!call.is_none(5) && !call.is_none(6)) : (!call.is_none(3) && !call.is_none(4)),
                       call.op_name(), ": missing statistics");
@@ -180,9 +180,14 @@ void batch_norm_backward(const sdk::Call& call) {
     return BnBwdEntry{pd, dnnl::batch_normalization_backward(pd)};
   });
   void* gi_blocked = buf.alloc(dmd.get_size());
+  View gv{nullptr, memory::desc()};
+  if (has_zero_stride(g)) {  // e.g. the gradient of y.sum(): a dense copy, seen like bn_md
+    gv = view_of(buf, g);
+    if (g.dim() == 2) gv.md = gv.md.reshape({g.size(0), g.size(1), 1, 1});
+  }
   execute(e->prim, e->pd,
           {{DNNL_ARG_SRC, stage_in(buf, bn_md(x), x.bytes(), dmd)},
-           {DNNL_ARG_DIFF_DST, stage_in(buf, bn_md(g), g.bytes(), dmd)},
+           {DNNL_ARG_DIFF_DST, has_zero_stride(g) ? stage_in(buf, gv.md, gv.p, dmd) : stage_in(buf, bn_md(g), g.bytes(), dmd)},
            {DNNL_ARG_MEAN, memory(vec_md(C), cpu(), mean)},
            {DNNL_ARG_VARIANCE, memory(vec_md(C), cpu(), var)},
            {DNNL_ARG_SCALE, memory(vec_md(C), cpu(), scale)},
@@ -266,7 +271,7 @@ void check_layer_norm_backward(const sdk::Call& call) {
   dnnl_dt(x.dtype(), call.op_name().data());
   require_dtype(call, x.dtype(), {g, gi});
   OPENREG_SDK_REQUIRE(!gi.defined() || gi.is_contiguous(), call.op_name(), ": strided grad_input");
-  OPENREG_SDK_REQUIRE(!has_zero_stride(x) && !has_zero_stride(g), call.op_name(), ": expanded input");
+  OPENREG_SDK_REQUIRE(!has_zero_stride(x), call.op_name(), ": expanded input");
   OPENREG_SDK_REQUIRE(ln_shape(call, x, 2).N > 0, call.op_name(), ": empty normalized shape");
   for (int i = 3; i < 7; ++i)
     if (auto t = call.optional_tensor(i)) OPENREG_SDK_REQUIRE(t->dim() <= 1 || t->is_contiguous(), call.op_name(), ": strided parameter");
@@ -308,7 +313,9 @@ void layer_norm_backward(const sdk::Call& call) {
   });
   const memory::desc plain = plain_md(dims_of(x), type);
   void* xs = x.is_contiguous() ? x.bytes() : stage_in(buf, md_of(x), x.bytes(), plain).get_data_handle();
-  void* gs = g.is_contiguous() ? g.bytes() : stage_in(buf, md_of(g), g.bytes(), plain).get_data_handle();
+  void* gs = g.is_contiguous()     ? g.bytes()
+             : has_zero_stride(g) ? view_of(buf, g).p
+                                  : stage_in(buf, md_of(g), g.bytes(), plain).get_data_handle();
   void* gip = gi.defined() ? static_cast<void*>(gi.bytes()) : buf.alloc(dmd.get_size());
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(dmd, cpu(), xs)},
                                        {DNNL_ARG_DIFF_DST, memory(dmd, cpu(), gs)},

@@ -39,9 +39,12 @@ void forward(const sdk::Call& call, bool log) {
     });
     return;
   }
-  const memory::desc xmd = md_of(x), ymd = md_of(y);
+  Buffers buf;
+  const View xv = view_of(buf, x);
+  const memory::desc& xmd = xv.md;
+  const memory::desc ymd = md_of(y);
   Key k(log ? "logsoftmax_fwd" : "softmax_fwd");
-  k.add(x).add(y).add(static_cast<int64_t>(axis));
+  k.add(x).add(y).add(static_cast<int64_t>(axis)).add(static_cast<int64_t>(has_zero_stride(x)));
   auto e = cached<FwdEntry>(k, [&] {
     dnnl::softmax_v2_forward::desc d(dnnl::prop_kind::forward_training,
                                      log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate, xmd, ymd,
@@ -49,7 +52,7 @@ void forward(const sdk::Call& call, bool log) {
     dnnl::softmax_v2_forward::primitive_desc pd(d, base_attr(), cpu());
     return FwdEntry{pd, dnnl::softmax_v2_forward(pd)};
   });
-  execute(e->prim, e->pd, {{DNNL_ARG_SRC, make_mem(x, xmd)}, {DNNL_ARG_DST, make_mem(y, ymd)}});
+  execute(e->prim, e->pd, {{DNNL_ARG_SRC, memory(xmd, cpu(), xv.p)}, {DNNL_ARG_DST, make_mem(y, ymd)}});
 }
 
 void backward(const sdk::Call& call, bool log) {
@@ -67,9 +70,13 @@ void backward(const sdk::Call& call, bool log) {
     });
     return;
   }
-  const memory::desc gmd = md_of(g), ymd = md_of(y), gxmd = md_of(gx);
+  Buffers buf;
+  const View gv = view_of(buf, g), yv = view_of(buf, y);
+  const memory::desc &gmd = gv.md, &ymd = yv.md;
+  const memory::desc gxmd = md_of(gx);
   Key k(log ? "logsoftmax_bwd" : "softmax_bwd");
   k.add(g).add(y).add(gx).add(static_cast<int64_t>(axis));
+  k.add(static_cast<int64_t>(has_zero_stride(g))).add(static_cast<int64_t>(has_zero_stride(y)));
   auto e = cached<BwdEntry>(k, [&] {
     const auto alg = log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
     dnnl::softmax_v2_forward::desc fd(dnnl::prop_kind::forward_training, alg, gxmd, ymd, axis);
@@ -79,7 +86,9 @@ void backward(const sdk::Call& call, bool log) {
     return BwdEntry{pd, dnnl::softmax_v2_backward(pd)};
   });
   execute(e->prim, e->pd,
-          {{DNNL_ARG_DST, make_mem(y, ymd)}, {DNNL_ARG_DIFF_DST, make_mem(g, gmd)}, {DNNL_ARG_DIFF_SRC, make_mem(gx, gxmd)}});
+          {{DNNL_ARG_DST, memory(ymd, cpu(), yv.p)},
+           {DNNL_ARG_DIFF_DST, memory(gmd, cpu(), gv.p)},
+           {DNNL_ARG_DIFF_SRC, make_mem(gx, gxmd)}});
 }
 
 }  // namespace
@@ -94,7 +103,6 @@ void check_softmax(const sdk::Call& call) {
   // reproduces that, so such calls are left to it to stay bit-compatible.
   OPENREG_SDK_REQUIRE(y.is_contiguous(), call.op_name(),
                       ": non-contiguous out= (left to aten_ref, which matches torch CPU's behaviour)");
-  OPENREG_SDK_REQUIRE(!has_zero_stride(x), call.op_name(), ": expanded (stride 0) input");
 }
 
 void check_softmax_backward(const sdk::Call& call) {
@@ -104,7 +112,6 @@ void check_softmax_backward(const sdk::Call& call) {
   const auto& v = call.arg(3);
   OPENREG_SDK_REQUIRE(v.kind != OPENREG_VALUE_DTYPE || sdk::same_dtype(v.u.dtype, g.dtype()), call.op_name(),
                       ": input_dtype other than the gradient's is not served");
-  OPENREG_SDK_REQUIRE(!has_zero_stride(g) && !has_zero_stride(y), call.op_name(), ": expanded (stride 0) input");
 }
 
 void softmax(const sdk::Call& call) { forward(call, false); }

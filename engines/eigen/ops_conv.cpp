@@ -63,28 +63,29 @@ ConvGeom geometry(const Call& call, const Tensor& in, const Tensor& w, int first
 
 // col[(c*kh + i)*kw + j][oh*Wo + ow] = x[c][oh*sh - ph + i*dh][ow*sw - pw + j*dw]
 template <class T>
-void im2col(const ConvGeom& g, const T* x, T* col) {
-  const int64_t P = g.P();
+void im2col(const ConvGeom& g, const T* x, T* col, int64_t ld) {
   for (int64_t c = 0; c < g.Cg(); ++c)
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
-        T* row = col + ((c * g.kh + i) * g.kw + j) * P;
+        T* row = col + ((c * g.kh + i) * g.kw + j) * ld;
         const T* plane = x + c * g.H * g.W;
         for (int64_t oh = 0; oh < g.Ho; ++oh) {
           const int64_t ih = oh * g.sh - g.ph + i * g.dh;
           T* r = row + oh * g.Wo;
           if (ih < 0 || ih >= g.H) {
-            std::fill(r, r + g.Wo, T(0));
+            for (int64_t ow = 0; ow < g.Wo; ++ow) r[ow] = T(0);
             continue;
           }
           const T* src = plane + ih * g.W;
           const int64_t off = j * g.dw - g.pw;
           if (g.sw == 1) {
-            // ow valid where 0 <= ow + off < W
+            // ow valid where 0 <= ow + off < W; plain loops (rows are short on small images)
             const int64_t lo = std::clamp<int64_t>(-off, 0, g.Wo), hi = std::clamp<int64_t>(g.W - off, lo, g.Wo);
-            std::fill(r, r + lo, T(0));
-            std::memcpy(r + lo, src + lo + off, sizeof(T) * static_cast<size_t>(hi - lo));
-            std::fill(r + hi, r + g.Wo, T(0));
+            int64_t ow = 0;
+            for (; ow < lo; ++ow) r[ow] = T(0);
+            const T* sp = src + off;
+            for (; ow < hi; ++ow) r[ow] = sp[ow];
+            for (; ow < g.Wo; ++ow) r[ow] = T(0);
           } else {
             for (int64_t ow = 0; ow < g.Wo; ++ow) {
               const int64_t iw = ow * g.sw + off;
@@ -97,12 +98,11 @@ void im2col(const ConvGeom& g, const T* x, T* col) {
 
 // x[c][ih][iw] += col[...] (the adjoint of im2col); x is zeroed by the caller.
 template <class T>
-void col2im(const ConvGeom& g, const T* col, T* x) {
-  const int64_t P = g.P();
+void col2im(const ConvGeom& g, const T* col, int64_t ld, T* x) {
   for (int64_t c = 0; c < g.Cg(); ++c)
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
-        const T* row = col + ((c * g.kh + i) * g.kw + j) * P;
+        const T* row = col + ((c * g.kh + i) * g.kw + j) * ld;
         T* plane = x + c * g.H * g.W;
         for (int64_t oh = 0; oh < g.Ho; ++oh) {
           const int64_t ih = oh * g.sh - g.ph + i * g.dh;
@@ -110,9 +110,15 @@ void col2im(const ConvGeom& g, const T* col, T* x) {
           const T* r = row + oh * g.Wo;
           T* dst = plane + ih * g.W;
           const int64_t off = j * g.dw - g.pw;
-          for (int64_t ow = 0; ow < g.Wo; ++ow) {
-            const int64_t iw = ow * g.sw + off;
-            if (iw >= 0 && iw < g.W) dst[iw] += r[ow];
+          if (g.sw == 1) {
+            const int64_t lo = std::clamp<int64_t>(-off, 0, g.Wo), hi = std::clamp<int64_t>(g.W - off, lo, g.Wo);
+            T* dp = dst + off;
+            for (int64_t ow = lo; ow < hi; ++ow) dp[ow] += r[ow];
+          } else {
+            for (int64_t ow = 0; ow < g.Wo; ++ow) {
+              const int64_t iw = ow * g.sw + off;
+              if (iw >= 0 && iw < g.W) dst[iw] += r[ow];
+            }
           }
         }
       }
@@ -133,6 +139,13 @@ void chunks(const sdk::Host& host, int64_t n, int64_t work_per_item, Body body) 
   });
 }
 
+// Images per GEMM: all images of a thread's chunk share one GEMM (im2col
+// columns side by side), up to about 2M elements of im2col scratch.
+int64_t images_per_gemm(const ConvGeom& g, int64_t n) {
+  const int64_t per = std::max<int64_t>(1, g.CKK() * g.P());
+  return std::max<int64_t>(1, std::min<int64_t>(n, (int64_t(1) << 21) / per));
+}
+
 template <class T>
 void conv_forward_t(const Call& call, const ConvGeom& g) {
   const sdk::Host& host = call.host();
@@ -147,25 +160,30 @@ void conv_forward_t(const Call& call, const ConvGeom& g) {
   const T* bp = bias ? as_contiguous<T>(host, *bias, sb) : nullptr;
   T* y = out.is_contiguous() ? out.data<T>() : so.template as<T>();
   const int64_t P = g.P(), CKK = g.CKK(), Og = g.Og(), Cg = g.Cg();
-  const bool direct = g.pointwise();
-  auto image = [&](int64_t n, T* col) {
-    for (int64_t gi = 0; gi < g.groups; ++gi) {
-      const T* xg = x + (n * g.C + gi * Cg) * g.H * g.W;
-      const T* B = xg;
-      if (!direct) {
-        im2col(g, xg, col);
-        B = col;
-      }
-      T* yg = y + (n * g.O + gi * Og) * P;
-      if (bp) {
-        for (int64_t o = 0; o < Og; ++o) std::fill(yg + o * P, yg + (o + 1) * P, bp[gi * Og + o]);
-      }
-      gemm_rm<T>(false, false, Og, P, CKK, wp + gi * Og * CKK, CKK, B, P, bp ? T(1) : T(0), yg, P);
-    }
-  };
   chunks(host, g.N, g.O * P * CKK, [&](int64_t, int64_t b, int64_t e) {
-    auto col = host.scratch(direct ? 0 : sizeof(T) * CKK * P);
-    for (int64_t n = b; n < e; ++n) image(n, col.template as<T>());
+    const int64_t sbn = images_per_gemm(g, e - b);
+    auto col = host.scratch(sizeof(T) * CKK * P * sbn);
+    auto yb = host.scratch(sizeof(T) * Og * P * sbn);
+    for (int64_t n0 = b; n0 < e; n0 += sbn) {
+      const int64_t nb = std::min(sbn, e - n0), ld = nb * P;
+      for (int64_t gi = 0; gi < g.groups; ++gi) {
+        for (int64_t j = 0; j < nb; ++j)
+          im2col(g, x + ((n0 + j) * g.C + gi * Cg) * g.H * g.W, col.template as<T>() + j * P, ld);
+        gemm_rm<T>(false, false, Og, ld, CKK, wp + gi * Og * CKK, CKK, col.template as<T>(), ld, T(0),
+                   yb.template as<T>(), ld);
+        for (int64_t j = 0; j < nb; ++j)
+          for (int64_t o = 0; o < Og; ++o) {
+            const T* src = yb.template as<T>() + o * ld + j * P;
+            T* dst = y + ((n0 + j) * g.O + gi * Og + o) * P;
+            if (bp) {
+              const T bv = bp[gi * Og + o];
+              for (int64_t q = 0; q < P; ++q) dst[q] = src[q] + bv;
+            } else {
+              std::memcpy(dst, src, sizeof(T) * static_cast<size_t>(P));
+            }
+          }
+      }
+    }
   });
   copy_back<T>(host, out, y);
 }
@@ -183,7 +201,6 @@ void conv_backward_t(const Call& call, const ConvGeom& g, const std::vector<bool
   const T* x = want_w ? as_contiguous<T>(host, in, si) : nullptr;
   const T* wp = want_i ? as_contiguous<T>(host, w, sw) : nullptr;
   const int64_t P = g.P(), CKK = g.CKK(), Og = g.Og(), Cg = g.Cg();
-  const bool direct = g.pointwise();
 
   if (want_b) {
     auto s = host.scratch(sizeof(T) * g.O);
@@ -196,58 +213,54 @@ void conv_backward_t(const Call& call, const ConvGeom& g, const std::vector<bool
     }
     copy_back<T>(host, gb_t, gb);
   }
+  if (!want_i && !want_w) return;
 
-  if (want_i) {
-    auto so = host.scratch(contiguous_bytes(gi_t));
-    T* gx = gi_t.is_contiguous() ? gi_t.data<T>() : so.template as<T>();
-    chunks(host, g.N, g.O * P * CKK, [&](int64_t, int64_t b, int64_t e) {
-      auto col = host.scratch(direct ? 0 : sizeof(T) * CKK * P);
-      for (int64_t n = b; n < e; ++n) {
-        for (int64_t gr = 0; gr < g.groups; ++gr) {
-          T* xg = gx + (n * g.C + gr * Cg) * g.H * g.W;
-          const T* gyg = gy + (n * g.O + gr * Og) * P;
-          const T* wg = wp + gr * Og * CKK;
-          if (direct) {  // gx[Cg, P] = W^T[Cg, Og] @ gy[Og, P]
-            gemm_rm<T>(true, false, CKK, P, Og, wg, CKK, gyg, P, T(0), xg, P);
-          } else {
-            T* c = col.template as<T>();
-            gemm_rm<T>(true, false, CKK, P, Og, wg, CKK, gyg, P, T(0), c, P);
+  auto so = host.scratch(want_i ? contiguous_bytes(gi_t) : 0);
+  T* gx = want_i ? (gi_t.is_contiguous() ? gi_t.data<T>() : so.template as<T>()) : nullptr;
+  const int64_t wsz = g.O * CKK;
+  const int64_t nt = std::max<int64_t>(1, host.num_threads());
+  auto parts = host.scratch(want_w ? sizeof(T) * wsz * nt : 0);
+  T* part = want_w ? parts.template as<T>() : nullptr;
+  if (part) std::fill(part, part + wsz * nt, T(0));
+  std::vector<char> used(static_cast<size_t>(nt), 0);
+  chunks(host, g.N, g.O * P * CKK, [&](int64_t chunk, int64_t b, int64_t e) {
+    used[static_cast<size_t>(chunk)] = 1;
+    const int64_t sbn = images_per_gemm(g, e - b);
+    auto col = host.scratch(sizeof(T) * CKK * P * sbn);
+    auto gyb = host.scratch(sizeof(T) * Og * P * sbn);
+    T* acc = part ? part + chunk * wsz : nullptr;
+    for (int64_t n0 = b; n0 < e; n0 += sbn) {
+      const int64_t nb = std::min(sbn, e - n0), ld = nb * P;
+      for (int64_t gr = 0; gr < g.groups; ++gr) {
+        // gY of this group as [Og, nb * P]
+        for (int64_t j = 0; j < nb; ++j)
+          for (int64_t o = 0; o < Og; ++o)
+            std::memcpy(gyb.template as<T>() + o * ld + j * P, gy + ((n0 + j) * g.O + gr * Og + o) * P,
+                        sizeof(T) * static_cast<size_t>(P));
+        if (acc) {  // gW[Og, CKK] += gY[Og, ld] @ col^T[ld, CKK]
+          for (int64_t j = 0; j < nb; ++j)
+            im2col(g, x + ((n0 + j) * g.C + gr * Cg) * g.H * g.W, col.template as<T>() + j * P, ld);
+          gemm_rm<T>(false, true, Og, CKK, ld, gyb.template as<T>(), ld, col.template as<T>(), ld, T(1),
+                     acc + gr * Og * CKK, CKK);
+        }
+        if (gx) {  // col[CKK, ld] = W^T[CKK, Og] @ gY[Og, ld], then col2im per image
+          gemm_rm<T>(true, false, CKK, ld, Og, wp + gr * Og * CKK, CKK, gyb.template as<T>(), ld, T(0),
+                     col.template as<T>(), ld);
+          for (int64_t j = 0; j < nb; ++j) {
+            T* xg = gx + ((n0 + j) * g.C + gr * Cg) * g.H * g.W;
             std::fill(xg, xg + Cg * g.H * g.W, T(0));
-            col2im(g, c, xg);
+            col2im(g, col.template as<T>() + j * P, ld, xg);
           }
         }
       }
-    });
-    copy_back<T>(host, gi_t, gx);
-  }
-
-  if (want_w) {
-    const int64_t wsz = g.O * CKK;
-    const int64_t nt = std::max<int64_t>(1, host.num_threads());
-    auto parts = host.scratch(sizeof(T) * wsz * nt);
-    T* part = parts.template as<T>();
-    std::fill(part, part + wsz * nt, T(0));
-    int64_t used = 0;
-    chunks(host, g.N, g.O * P * CKK, [&](int64_t chunk, int64_t b, int64_t e) {
-      auto col = host.scratch(direct ? 0 : sizeof(T) * CKK * P);
-      T* acc = part + chunk * wsz;
-      for (int64_t n = b; n < e; ++n) {
-        for (int64_t gr = 0; gr < g.groups; ++gr) {
-          const T* xg = x + (n * g.C + gr * Cg) * g.H * g.W;
-          const T* B = xg;
-          if (!direct) {
-            im2col(g, xg, col.template as<T>());
-            B = col.template as<T>();
-          }
-          // gw[Og, CKK] += gy[Og, P] @ col^T[P, CKK]
-          gemm_rm<T>(false, true, Og, CKK, P, gy + (n * g.O + gr * Og) * P, P, B, P, T(1), acc + gr * Og * CKK, CKK);
-        }
-      }
-    });
-    used = std::min<int64_t>(nt, std::max<int64_t>(1, g.N));
-    for (int64_t c = 1; c < used; ++c)
-      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(part, wsz) +=
-          Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(part + c * wsz, wsz);
+    }
+  });
+  if (gx) copy_back<T>(host, gi_t, gx);
+  if (part) {
+    for (int64_t c = 1; c < nt; ++c)
+      if (used[static_cast<size_t>(c)])
+        Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(part, wsz) +=
+            Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(part + c * wsz, wsz);
     copy_back<T>(host, gw_t, part);
   }
 }
@@ -332,6 +345,19 @@ PoolGeom pool_geometry(const Call& call, const Tensor& in, const Tensor& out, in
 }
 
 template <class T>
+inline T select_bits(bool take, T a, T b) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  U ua, ub;
+  std::memcpy(&ua, &a, sizeof(T));
+  std::memcpy(&ub, &b, sizeof(T));
+  const U m = static_cast<U>(0) - static_cast<U>(take);
+  const U r = (ua & m) | (ub & ~m);
+  T out;
+  std::memcpy(&out, &r, sizeof(T));
+  return out;
+}
+
+template <class T>
 void max_pool_t(const Call& call, const PoolGeom& p) {
   const sdk::Host& host = call.host();
   Tensor in = call.tensor(0), out = call.output(0), idx = call.output(1);
@@ -361,10 +387,12 @@ void max_pool_t(const Call& call, const PoolGeom& p) {
                             for (int64_t h = h0; h < hend; h += p.dh)
                               for (int64_t w = w0; w < wend; w += p.dw) {
                                 const T v = src[h * p.W + w];
-                                if (v > best || std::isnan(v)) {  // as ATen: NaN wins, the last NaN's index
-                                  best = v;
-                                  best_i = h * p.W + w;
-                                }
+                                // as ATen: NaN wins, the last NaN's index. Bit masks keep it
+                                // branch-free (random data makes a branch mispredict often).
+                                const bool take = (v > best) | (v != v);
+                                best = select_bits(take, v, best);
+                                const int64_t m = -static_cast<int64_t>(take);
+                                best_i = ((h * p.W + w) & m) | (best_i & ~m);
                               }
                             dst[oh * p.Wo + ow] = best;
                             id[oh * p.Wo + ow] = best_i;

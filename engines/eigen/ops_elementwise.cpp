@@ -128,8 +128,8 @@ void unary_t(const sdk::Host& host, Unary kind, const Tensor& out, const Tensor&
     case U_SILU: run([](C x) { return x * sigmoid1(x); }); break;
     case U_LEAKY_RELU: {
       const C k = static_cast<C>(p.p0);
-      runv([k](C x) { return x > C(0) || x != x ? x : x * k; },
-           [k](const auto& x) { return (x < C(0)).select(x * k, x); });
+      // x * (x <= 0 ? k : 1): a select between constants, branch-free; NaN stays NaN.
+      run([k](C x) { return x * (x <= C(0) ? k : C(1)); });
       break;
     }
     case U_HARDTANH:
@@ -355,8 +355,9 @@ void activation_backward(const Call& call, ActBackward kind) {
     switch (kind) {
       case A_THRESHOLD: {
         const C t = static_cast<C>(thr);
-        emap<T, 2>(h, out, in, [t](C gr, C v) { return v <= t ? C(0) : gr; },
-                   [t](const auto& gr, const auto& v) { return (v <= t).select(C(0), gr); });
+        // A plain scalar loop: both operands are loaded unconditionally, so the
+        // compiler emits a branch-free select (Eigen's select branches per element).
+        emap<T, 2>(h, out, in, [t](C gr, C v) { return v <= t ? C(0) : gr; });
         break;
       }
       case A_SIGMOID:

@@ -91,6 +91,39 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
       std::vector<int64_t> ib(static_cast<size_t>(a.OW));
       float* __restrict mbuf = mb.data();
       int64_t* __restrict ibuf = ib.data();
+      if (kH == 2 && kW == 2 && sH == 2 && sW == 2 && pH == 0 && pW == 0 && dH == 1 && dW == 1 && xsW == 1) {
+        // The common 2x2/2 case: four loads and three selects per output, in
+        // ATen's visiting order (the first maximum wins, a NaN always wins).
+        for (int64_t pl = b; pl < e; ++pl) {
+          const T* __restrict xs = static_cast<const T*>(a.x) + a.in.offset(pl);
+          T* __restrict ys = static_cast<T*>(a.y) + a.out.offset(pl);
+          int64_t* __restrict is = a.ind + a.idx.offset(pl);
+          for (int64_t oh = 0; oh < a.OH; ++oh) {
+            const T* r0 = xs + 2 * oh * xsH;
+            const T* r1 = r0 + xsH;
+            const int64_t base = 2 * oh * W;
+            for (int64_t ow = 0; ow < a.OW; ++ow) {
+              float m = static_cast<float>(r0[2 * ow]);
+              int64_t i = base + 2 * ow;
+              const float v1 = static_cast<float>(r0[2 * ow + 1]);
+              const float v2 = static_cast<float>(r1[2 * ow]);
+              const float v3 = static_cast<float>(r1[2 * ow + 1]);
+              bool t = (v1 > m) | (v1 != v1);
+              m = t ? v1 : m;
+              i = t ? base + 2 * ow + 1 : i;
+              t = (v2 > m) | (v2 != v2);
+              m = t ? v2 : m;
+              i = t ? base + W + 2 * ow : i;
+              t = (v3 > m) | (v3 != v3);
+              m = t ? v3 : m;
+              i = t ? base + W + 2 * ow + 1 : i;
+              ys[oh * ysH + ow * ysW] = static_cast<T>(m);
+              is[oh * isH + ow * isW] = i;
+            }
+          }
+        }
+        return;
+      }
       for (int64_t pl = b; pl < e; ++pl) {
         const T* __restrict xs = static_cast<const T*>(a.x) + a.in.offset(pl);
         T* __restrict ys = static_cast<T*>(a.y) + a.out.offset(pl);

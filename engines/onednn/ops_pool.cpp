@@ -8,6 +8,7 @@
 // padding); divisor_override and ceil-mode windows that would count padding
 // beyond the declared padding (ATen and oneDNN disagree there) are declined.
 #include <cmath>
+#include <atomic>
 #include <limits>
 #include <type_traits>
 
@@ -236,31 +237,43 @@ void max_pool2d_with_indices_backward(const sdk::Call& call) {
   if (gi.numel() == 0) return;
   const int64_t OH = go.H, OW = go.W, HW = gin.H * gin.W;
   const int64_t* ip = ind.data<int64_t>();
-  for (int64_t pl = 0; pl < idx.count; ++pl)  // validate before writing anything
-    for (int64_t oh = 0; oh < OH; ++oh)
-      for (int64_t ow = 0; ow < OW; ++ow) {
-        const int64_t i = ip[idx.offset(pl) + oh * idx.sH + ow * idx.sW];
-        OPENREG_SDK_CHECK(i >= 0 && i < HW, "max_pool2d_backward: index ", i, " out of range");
-      }
+  // Indices are checked while scattering (an out-of-range one is an error, not
+  // a decline, so the gradient may be left partly written then).
+  std::atomic<bool> bad{false};
   dispatch_float(gi.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* gp = reinterpret_cast<const T*>(g.bytes());
     T* op = reinterpret_cast<T*>(gi.bytes());
+    // float planes laid out densely are accumulated in place; others (bf16,
+    // strided) through a float plane buffer.
+    const bool direct = std::is_same_v<T, float> && gin.sW == 1 && gin.sH == gin.W;
     host().parallel_for(0, gin.count, std::max<int64_t>(1, static_cast<int64_t>(kMemGrain) / std::max<int64_t>(1, HW)), [&](int64_t b, int64_t e) {
-      std::vector<float> acc(static_cast<size_t>(HW));
+      std::vector<float> buf(direct ? 0 : static_cast<size_t>(HW));
+      bool oob = false;
       for (int64_t pl = b; pl < e; ++pl) {
-        std::fill(acc.begin(), acc.end(), 0.0f);
+        float* acc = direct ? reinterpret_cast<float*>(op + gin.offset(pl)) : buf.data();
+        std::fill(acc, acc + HW, 0.0f);
         const T* gs = gp + go.offset(pl);
         const int64_t* is = ip + idx.offset(pl);
         for (int64_t oh = 0; oh < OH; ++oh)
-          for (int64_t ow = 0; ow < OW; ++ow)
-            acc[static_cast<size_t>(is[oh * idx.sH + ow * idx.sW])] += static_cast<float>(gs[oh * go.sH + ow * go.sW]);
-        T* os = op + gin.offset(pl);
-        for (int64_t h = 0; h < gin.H; ++h)
-          for (int64_t w = 0; w < gin.W; ++w) os[h * gin.sH + w * gin.sW] = static_cast<T>(acc[static_cast<size_t>(h * gin.W + w)]);
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const int64_t i = is[oh * idx.sH + ow * idx.sW];
+            if (i < 0 || i >= HW) {
+              oob = true;
+              continue;
+            }
+            acc[i] += static_cast<float>(gs[oh * go.sH + ow * go.sW]);
+          }
+        if (!direct) {
+          T* os = op + gin.offset(pl);
+          for (int64_t h = 0; h < gin.H; ++h)
+            for (int64_t w = 0; w < gin.W; ++w) os[h * gin.sH + w * gin.sW] = static_cast<T>(acc[h * gin.W + w]);
+        }
       }
+      if (oob) bad = true;
     });
   });
+  OPENREG_SDK_CHECK(!bad, "max_pool2d_backward: an index is out of range for ", gin.H, "x", gin.W, " planes");
 }
 
 // ------------------------------------------------------------- avg pool

@@ -196,8 +196,11 @@ void ternary_t(const sdk::Host& host, Ternary kind, const Tensor& out, const Ten
 }
 
 template <class T>
-void fill_t(const sdk::Host& host, const Tensor& out, double value) {
-  const T v = static_cast<T>(value);
+void fill_t(const sdk::Host& host, const Tensor& out, double value, const int64_t* exact_int = nullptr) {
+  T v = static_cast<T>(value);
+  if constexpr (std::is_integral_v<T>) {
+    if (exact_int) v = static_cast<T>(*exact_int);  // integers beyond 2^53 stay exact
+  }
   sdk::Shape shape = sdk::shape_of(out);
   std::array<sdk::Operand, 1> ops{sdk::operand(out, shape)};
   sdk::for_each_row(host, shape, ops, [&](const std::array<char*, 1>& p, const std::array<int64_t, 1>& s, int64_t n) {
@@ -423,11 +426,29 @@ void ternary(const Call& call, Ternary kind) {
 void fill(const Call& call) {
   Tensor out = call.output(0);
   double v;
-  if (call.kind(1) == OPENREG_VALUE_TENSOR) v = call.tensor(1).item();
-  else v = call.scalar(1);
+  int64_t iv = 0;
+  const int64_t* exact = nullptr;
+  if (call.kind(1) == OPENREG_VALUE_TENSOR) {
+    Tensor t = call.tensor(1);
+    v = t.item();
+    if (sdk::same_dtype(t.dtype(), sdk::dtypes::int64)) {
+      iv = *t.data<int64_t>();
+      exact = &iv;
+    }
+  } else {
+    v = call.scalar(1);
+    const openreg_value& a = call.arg(1);
+    if (a.kind == OPENREG_VALUE_INT) {
+      iv = a.u.i;
+      exact = &iv;
+    } else if (a.kind == OPENREG_VALUE_SCALAR && a.u.scalar.kind == OPENREG_SCALAR_INT) {
+      iv = a.u.scalar.v.i;
+      exact = &iv;
+    }
+  }
   sdk::dispatch<float, double, sdk::bfloat16, int64_t, int32_t, bool>(out.dtype(), "fill_", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    fill_t<T>(call.host(), out, v);
+    fill_t<T>(call.host(), out, v, exact);
   });
 }
 

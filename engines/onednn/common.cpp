@@ -289,6 +289,13 @@ View view_of(Buffers& b, const sdk::Tensor& t) {
 
 // ------------------------------------------------------------ loops
 
+bool same_dense(const sdk::Tensor& out, const sdk::Tensor& a) {
+  if (out.dim() != a.dim() || !out.is_contiguous() || !a.is_contiguous()) return false;
+  for (int64_t i = 0; i < out.dim(); ++i)
+    if (out.size(i) != a.size(i)) return false;
+  return true;
+}
+
 void to_float_vec(const sdk::Tensor& t, float* out) {
   const int64_t n = t.numel();
   const int64_t st = t.dim() == 1 ? t.stride(0) : 1;

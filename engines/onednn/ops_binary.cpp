@@ -123,7 +123,7 @@ sdk::Kernel binary(const char* name) {
       if (scalar_other(out, a)) {  // a 0-dim self of another dtype (ATen: no promotion)
         const C s = static_cast<C>(a.item());
         const C k = static_cast<C>(has_alpha(op) ? (op == Bin::Sub ? -alpha : alpha) : 1.0);
-        sdk::unary_map<T>(host(), out, b, [op, s, k](T y) {
+        map1<T>(out, b, [op, s, k](T y) {
           return has_alpha(op) ? s + k * static_cast<C>(y) : apply<C>(op, s, static_cast<C>(y));
         });
         return;
@@ -139,14 +139,25 @@ sdk::Kernel binary(const char* name) {
           k = static_cast<C>(has_alpha(op) ? (op == Bin::Sub ? -alpha * s : alpha * s) : s);
         }
         const Bin eff = has_alpha(op) ? Bin::Add : op;
-        sdk::unary_map<T>(host(), out, a, [eff, k](T x) { return apply<C>(eff, static_cast<C>(x), k); });
+        switch (eff) {  // one loop per op: the operation inlines and vectorises
+          case Bin::Add: map1<T>(out, a, [k](T x) { return static_cast<C>(x) + k; }); break;
+          case Bin::Mul: map1<T>(out, a, [k](T x) { return static_cast<C>(x) * k; }); break;
+          case Bin::Div: map1<T>(out, a, [k](T x) { return static_cast<C>(x) / k; }); break;
+          default: map1<T>(out, a, [eff, k](T x) { return apply<C>(eff, static_cast<C>(x), k); });
+        }
         return;
       }
       if (has_alpha(op) && alpha != 1.0) {
         const C k = static_cast<C>(op == Bin::Sub ? -alpha : alpha);
-        sdk::binary_map<T>(host(), out, a, b, [k](T x, T y) { return static_cast<C>(x) + k * static_cast<C>(y); });
-      } else {
-        sdk::binary_map<T>(host(), out, a, b, [op](T x, T y) { return apply<C>(op, static_cast<C>(x), static_cast<C>(y)); });
+        map2<T>(out, a, b, [k](T x, T y) { return static_cast<C>(x) + k * static_cast<C>(y); });
+        return;
+      }
+      switch (op) {  // one loop per op: the operation inlines and vectorises
+        case Bin::Add: map2<T>(out, a, b, [](T x, T y) { return static_cast<C>(x) + static_cast<C>(y); }); break;
+        case Bin::Sub: map2<T>(out, a, b, [](T x, T y) { return static_cast<C>(x) - static_cast<C>(y); }); break;
+        case Bin::Mul: map2<T>(out, a, b, [](T x, T y) { return static_cast<C>(x) * static_cast<C>(y); }); break;
+        case Bin::Div: map2<T>(out, a, b, [](T x, T y) { return static_cast<C>(x) / static_cast<C>(y); }); break;
+        default: map2<T>(out, a, b, [op](T x, T y) { return apply<C>(op, static_cast<C>(x), static_cast<C>(y)); });
       }
     });
   };

@@ -135,7 +135,17 @@ sdk::Kernel unary(const char* name) {
     if (primitive_ok(x, y)) return eltwise_fwd(x, y, s);
     dispatch_float(y.dtype(), op.c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      sdk::unary_map<T>(host(), y, x, [f = s.f](T v) { return f(static_cast<float>(v)); });
+      // One instantiation per op, so the function inlines into the loop.
+      auto run = [&](auto fn) { map1<T>(y, x, [fn](T v) { return fn(static_cast<float>(v)); }); };
+      if (s.f == relu_f) run([](float v) { return relu_f(v); });
+      else if (s.f == gelu_erf_f) run([](float v) { return gelu_erf_f(v); });
+      else if (s.f == gelu_tanh_f) run([](float v) { return gelu_tanh_f(v); });
+      else if (s.f == sigmoid_f) run([](float v) { return sigmoid_f(v); });
+      else if (s.f == tanh_f) run([](float v) { return tanh_f(v); });
+      else if (s.f == exp_f) run([](float v) { return exp_f(v); });
+      else if (s.f == log_f) run([](float v) { return log_f(v); });
+      else if (s.f == sqrt_f) run([](float v) { return sqrt_f(v); });
+      else run([](float v) { return abs_f(v); });
     });
   };
 }
@@ -157,7 +167,7 @@ sdk::Kernel activation_backward(const char* name) {
       const float t = static_cast<float>(th);
       dispatch_float(out.dtype(), op.c_str(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        sdk::binary_map<T>(host(), out, g, d, [t](T gv, T x) { return static_cast<float>(x) <= t ? 0.0f : static_cast<float>(gv); });
+        map2<T>(out, g, d, [t](T gv, T x) { return static_cast<float>(x) <= t ? 0.0f : static_cast<float>(gv); });
       });
       return;
     }
@@ -165,7 +175,7 @@ sdk::Kernel activation_backward(const char* name) {
       if (prim) return eltwise_bwd(g, d, out, Alg::eltwise_logistic_use_dst_for_bwd, true);
       dispatch_float(out.dtype(), op.c_str(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        sdk::binary_map<T>(host(), out, g, d, [](T gv, T y) {
+        map2<T>(out, g, d, [](T gv, T y) {
           const float yf = static_cast<float>(y);
           return static_cast<float>(gv) * (1.0f - yf) * yf;
         });
@@ -176,7 +186,7 @@ sdk::Kernel activation_backward(const char* name) {
       if (prim) return eltwise_bwd(g, d, out, Alg::eltwise_tanh_use_dst_for_bwd, true);
       dispatch_float(out.dtype(), op.c_str(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        sdk::binary_map<T>(host(), out, g, d, [](T gv, T y) {
+        map2<T>(out, g, d, [](T gv, T y) {
           const float yf = static_cast<float>(y);
           return static_cast<float>(gv) * (1.0f - yf * yf);
         });
@@ -188,7 +198,7 @@ sdk::Kernel activation_backward(const char* name) {
       if (prim) return eltwise_bwd(g, d, out, tanh_approx ? Alg::eltwise_gelu_tanh : Alg::eltwise_gelu_erf, false);
       dispatch_float(out.dtype(), op.c_str(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        sdk::binary_map<T>(host(), out, g, d, [tanh_approx](T gv, T xv) {
+        map2<T>(out, g, d, [tanh_approx](T gv, T xv) {
           const float x = static_cast<float>(xv), gf = static_cast<float>(gv);
           if (tanh_approx) {
             const float inner = kSqrt2_Pi * (x + 0.044715f * x * x * x);

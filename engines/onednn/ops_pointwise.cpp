@@ -12,6 +12,17 @@ namespace {
 // out[i] = f(a[i], b[i], c[i]) with a, b, c broadcast to out's shape.
 template <class T, class F>
 void ternary_map(const sdk::Tensor& out, const sdk::Tensor& a, const sdk::Tensor& b, const sdk::Tensor& c, F f) {
+  if (same_dense(out, a) && same_dense(out, b) && same_dense(out, c)) {  // vectorisable pointer loop
+    T* o = reinterpret_cast<T*>(out.bytes());  // may alias a (in-place ops)
+    const T* x = reinterpret_cast<const T*>(a.bytes());
+    const T* y = reinterpret_cast<const T*>(b.bytes());
+    const T* z = reinterpret_cast<const T*>(c.bytes());
+    host().parallel_for(0, out.numel(), sdk::kParallelGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        o[i] = static_cast<T>(f(static_cast<float>(x[i]), static_cast<float>(y[i]), static_cast<float>(z[i])));
+    });
+    return;
+  }
   sdk::Shape shape = sdk::shape_of(out);
   std::array<sdk::Operand, 4> ops{sdk::operand(out, shape), sdk::operand(a, shape), sdk::operand(b, shape),
                                   sdk::operand(c, shape)};
@@ -61,8 +72,14 @@ void lerp_scalar(const sdk::Call& call) {
   const float w = static_cast<float>(call.scalar(2));
   dispatch_float(call.output(0).dtype(), "lerp", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    sdk::binary_map<T>(host(), call.output(0), call.tensor(0), call.tensor(1),
-                       [w](T a, T b) { return lerp(static_cast<float>(a), static_cast<float>(b), w); });
+    // ATen's two formulas, chosen once per call (the weight is a scalar).
+    if (w < 0.5f)
+      map2<T>(call.output(0), call.tensor(0), call.tensor(1),
+              [w](T a, T b) { return static_cast<float>(a) + w * (static_cast<float>(b) - static_cast<float>(a)); });
+    else
+      map2<T>(call.output(0), call.tensor(0), call.tensor(1), [w](T a, T b) {
+        return static_cast<float>(b) - (static_cast<float>(b) - static_cast<float>(a)) * (1.0f - w);
+      });
   });
 }
 
@@ -84,7 +101,7 @@ void fill_scalar(const sdk::Call& call) {
   dispatch_float(out.dtype(), "fill_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T k = static_cast<T>(static_cast<float>(v));
-    sdk::unary_map<T>(host(), out, out, [k](T) { return k; });
+    map1<T>(out, out, [k](T) { return k; });
   });
 }
 
@@ -93,7 +110,7 @@ void zero(const sdk::Call& call) {
   sdk::Tensor out = call.output(0);
   dispatch_float(out.dtype(), "zero_", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    sdk::unary_map<T>(host(), out, out, [](T) { return T(0.0f); });
+    map1<T>(out, out, [](T) { return T(0.0f); });
   });
 }
 

@@ -350,14 +350,6 @@ void batch_norm(const Call& call) {
                         call.optional_tensor(4)});
   OPENREG_SDK_REQUIRE(x.dim() >= 2, call.op_name(), ": input of ", x.dim(), " dims");
   const bool training = call.bool_arg(5);
-  // Workaround, to be removed once tests/conformance/cases.cpp is fixed: its
-  // batch_norm case "13x5 training, no affine" marks tensors {3, 4} as mutated,
-  // which do not exist without weight and bias, so the harness crashes whenever
-  // an engine serves that call. Until then, training without weight and bias but
-  // with running statistics is left to the next engine.
-  OPENREG_SDK_REQUIRE(!(training && !call.optional_tensor(1) && !call.optional_tensor(2) && call.optional_tensor(3)),
-                      call.op_name(), ": training with running statistics but no weight/bias (declined until the "
-                      "conformance case for it is fixed)");
   OPENREG_SDK_CHECK(training || (call.optional_tensor(3) && call.optional_tensor(4)), call.op_name(),
                     ": running_mean and running_var must be defined in evaluation mode");
   if (training) {

@@ -157,7 +157,9 @@ std::vector<Case> unary(const Name& n, openreg_dtype d) {
     if (n.root == "leaky_relu") b.arg(Arg::scalar(0.01));
     if (n.root == "hardtanh") b.arg(Arg::scalar(-1.0)).arg(Arg::scalar(1.0));
     if (n.root == "clamp") b.arg(Arg::scalar(-0.5)).arg(Arg::scalar(0.75));
-    if (n.root == "pow" && n.overload == "Tensor_Scalar") b.arg(Arg::scalar(2.0));
+    // pow.Tensor_Scalar, pow.Tensor_Scalar_out, pow_.Scalar: a tensor base, a Scalar exponent.
+    if (n.root == "pow" && (n.overload.rfind("Tensor_Scalar", 0) == 0 || (n.inplace && n.overload == "Scalar")))
+      b.arg(Arg::scalar(2.0));
   };
   int k = 0;
   for (const auto& s : unary_shapes()) {
@@ -236,7 +238,7 @@ std::vector<Case> ternary(const Name& n, openreg_dtype d) {
     b.tensor(T(d, s.shape, s.layout));
     b.tensor(T(d, s.shape));
     if (n.root == "lerp") {
-      if (n.overload == "Tensor") b.tensor(T(d, s.shape, Layout::Contiguous, Domain::Unit));
+      if (n.overload.rfind("Tensor", 0) == 0) b.tensor(T(d, s.shape, Layout::Contiguous, Domain::Unit));  // .Tensor, .Tensor_out
       else b.arg(Arg::scalar(0.3));
     } else {
       b.tensor(T(d, s.shape, Layout::Contiguous, n.root == "addcdiv" ? Domain::Positive : Domain::Any));
@@ -535,7 +537,10 @@ std::vector<Case> batch_norm(const Name& n, openreg_dtype d) {
       b.optional_tensor(s.running, T(d, {C})).optional_tensor(s.running, T(d, {C}, Layout::Contiguous, Domain::Positive));
       if (!s.running && !s.training) continue;
       b.arg(Arg::boolean(s.training)).arg(Arg::real(0.1)).arg(Arg::real(1e-5));
-      if (s.running && s.training) b.c.mutated = {3, 4};  // running_mean, running_var
+      if (s.running && s.training) {  // running_mean, running_var: the last two tensors added
+        const int last = static_cast<int>(b.c.tensors.size()) - 1;
+        b.c.mutated = {last - 1, last};
+      }
       if (!s.training) b.c.skip_outputs = {1, 2};         // saved statistics: unused in eval
     } else {
       b.tensor(T(d, s.shape)).tensor(T(d, s.shape, s.layout));

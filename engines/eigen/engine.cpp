@@ -91,9 +91,8 @@ sdk::EngineDef build() {
   unary_forms(e, "clamp", ew, ee::U_CLAMP);
   {
     auto k = [](const sdk::Call& c) { ee::unary(c, ee::U_POW); };
-    e.op("aten::pow.Tensor_Scalar", ew, k);
-    // pow_.Scalar and pow.Tensor_Scalar_out: the conformance suite passes no exponent for
-    // them (see README), so they stay with the next engine for now.
+    for (const char* n : {"aten::pow.Tensor_Scalar", "aten::pow_.Scalar", "aten::pow.Tensor_Scalar_out"})
+      e.op(n, ew, k);
   }
 
   {
@@ -128,7 +127,7 @@ sdk::EngineDef build() {
   {
     auto kern = [](const sdk::Call& c) { ee::ternary(c, ee::T_LERP); };
     for (const char* n : {"aten::lerp.Scalar", "aten::lerp_.Scalar", "aten::lerp.Scalar_out", "aten::lerp.Tensor",
-                          "aten::lerp_.Tensor"})
+                          "aten::lerp_.Tensor", "aten::lerp.Tensor_out"})
       e.op(n, ew, kern);
   }
 

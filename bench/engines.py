@@ -56,7 +56,7 @@ def measure_peak(threads):
         return None
     with tempfile.TemporaryDirectory() as d:
         exe = os.path.join(d, "peak")
-        r = subprocess.run([cc, "-O2", "-march=native", "-pthread", os.path.join(HERE, "peak_fp32.c"), "-o", exe],
+        r = subprocess.run([cc, "-O3", "-march=native", "-pthread", os.path.join(HERE, "peak_fp32.c"), "-o", exe],
                            capture_output=True, text=True)
         if r.returncode != 0:
             return None

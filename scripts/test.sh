@@ -41,7 +41,8 @@ RERUN_SKIP=(--ignore=tests/python/test_engine_sdk.py --ignore=tests/python/test_
 DEFAULT_ENGINE=$("$PY" -c "import torch, openreg; torch.ones(1, device='openreg'); print(openreg.info()['chain'][0])")
 for engine in onednn eigen aten_ref "$TP_ENGINE"; do
   [ "$engine" = "$DEFAULT_ENGINE" ] && continue  # the run above used it
-  if [ "${engine#/}" = "$engine" ] && ! "$PY" -m openreg info | grep -q "^  $engine "; then
+  if [ "${engine#/}" = "$engine" ] && ! "$PY" -c "import sys, openreg
+sys.exit(0 if any(e['name'] == sys.argv[1] for e in openreg.info()['available']) else 1)" "$engine"; then
     echo "== (engine $engine not built: skipped)"
     continue
   fi

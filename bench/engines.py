@@ -27,7 +27,6 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 
 # Targets per engine: case kind -> minimum ratio (torch CPU time / openreg time).
 TARGETS = {
@@ -95,8 +94,7 @@ def main():
     import torch.nn.functional as F
     import openreg  # noqa: F401  (registers the device)
 
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
-    from train import make_model
+    from train_step import make_train_step
 
     torch.ones(1, device="openreg")  # loads the engines
     info = openreg.info()
@@ -163,19 +161,7 @@ def main():
 
     if "step" in only:
         def make_step(device):
-            torch.manual_seed(0)
-            model = make_model().to(device)
-            opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-            g = torch.Generator().manual_seed(4)
-            x = torch.rand(64, 1, 8, 8, generator=g).to(device)
-            y = torch.randint(0, 10, (64,), generator=g).to(device)
-            loss_fn = torch.nn.CrossEntropyLoss()
-            def step():
-                opt.zero_grad()
-                loss = loss_fn(model(x), y)
-                loss.backward()
-                opt.step()
-                return loss
+            step = make_train_step(device)
             for _ in range(3):
                 step()
             return step, lambda loss: loss.item()

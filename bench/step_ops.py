@@ -27,24 +27,10 @@ def main():
     import openreg
     from torch.profiler import ProfilerActivity, profile
 
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
-    from train import make_model
+    from train_step import make_train_step
 
     def per_op(device):
-        torch.manual_seed(0)
-        model = make_model().to(device)
-        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-        x = torch.rand(64, 1, 8, 8).to(device)
-        y = torch.randint(0, 10, (64,)).to(device)
-        loss_fn = torch.nn.CrossEntropyLoss()
-
-        def step():
-            opt.zero_grad()
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-
+        step = make_train_step(device)
         for _ in range(10):
             step().item()
         with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -124,13 +124,21 @@ void col2im(const ConvGeom& g, const T* col, int64_t ld, T* x) {
       }
 }
 
+// Below this many multiply-adds per thread a convolution runs on the calling
+// thread: waking the pool costs 10-50 us, more than a small convolution.
+constexpr int64_t kConvWorkPerThread = int64_t(1) << 20;
+
 // Splits [0, n) into at most host.num_threads() chunks and runs body(chunk, begin, end).
 template <class Body>
 void chunks(const sdk::Host& host, int64_t n, int64_t work_per_item, Body body) {
   const int64_t nt = std::max<int64_t>(1, host.num_threads());
-  const int64_t want = std::min<int64_t>(nt, std::max<int64_t>(1, n * work_per_item / 65536));
+  const int64_t want = std::min<int64_t>(nt, std::max<int64_t>(1, n * work_per_item / kConvWorkPerThread));
   const int64_t k = std::max<int64_t>(1, std::min<int64_t>(want, n));
   const int64_t per = (n + k - 1) / k;
+  if (k == 1) {
+    body(0, 0, n);
+    return;
+  }
   host.parallel_for(0, k, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t b = c * per, e = std::min(n, b + per);
@@ -144,6 +152,52 @@ void chunks(const sdk::Host& host, int64_t n, int64_t work_per_item, Body body) 
 int64_t images_per_gemm(const ConvGeom& g, int64_t n) {
   const int64_t per = std::max<int64_t>(1, g.CKK() * g.P());
   return std::max<int64_t>(1, std::min<int64_t>(n, (int64_t(1) << 21) / per));
+}
+
+// Stride 1, dilation 1, small padding: the "padded-width" layout. Each image's
+// channels are copied into a zero-padded plane of Hp x Wp, and the output is
+// computed on a grid of Ho x Wp (the last Wp - Wo columns of each row are junk and
+// dropped), so every im2col row of an image is ONE contiguous span of the padded
+// plane (a memcpy of Ho*Wp elements) instead of Ho short rows with bounds checks.
+// The GEMM grows by Wp/Wo (limited to 1.5x here); on small images (8x8, 4x4) the
+// short-row im2col cost several times the GEMM.
+struct Padded {
+  int64_t Hp, Wp, plane, Pp, buf;  // buf: elements of one image's padded group (+ slack)
+};
+bool padded_layout(const ConvGeom& g, Padded& pd) {
+  if (g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1 || g.ph < 0 || g.pw < 0) return false;
+  pd.Hp = g.H + 2 * g.ph;
+  pd.Wp = g.W + 2 * g.pw;
+  if (g.Ho != pd.Hp - g.kh + 1 || g.Wo != pd.Wp - g.kw + 1 || g.Wo <= 0 || g.Ho <= 0) return false;
+  if (2 * pd.Wp > 3 * g.Wo) return false;  // too much junk
+  pd.plane = pd.Hp * pd.Wp;
+  pd.Pp = g.Ho * pd.Wp;
+  pd.buf = g.Cg() * pd.plane + g.kw;
+  return true;
+}
+
+// xp[c][ph + h][pw + w] = x[c][h][w], zero elsewhere (xp holds pd.buf elements).
+template <class T>
+void pad_image(const ConvGeom& g, const Padded& pd, const T* x, T* xp) {
+  std::fill(xp, xp + pd.buf, T(0));
+  for (int64_t c = 0; c < g.Cg(); ++c)
+    for (int64_t h = 0; h < g.H; ++h)
+      std::memcpy(xp + c * pd.plane + (h + g.ph) * pd.Wp + g.pw, x + (c * g.H + h) * g.W, sizeof(T) * static_cast<size_t>(g.W));
+}
+
+// col[(c*kh + i)*kw + j][t] = xp[c][i*Wp + j + t], t < Ho*Wp
+template <class T>
+void im2col_padded(const ConvGeom& g, const Padded& pd, const T* xp, T* col, int64_t ld) {
+  for (int64_t c = 0; c < g.Cg(); ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j)
+        std::memcpy(col + ((c * g.kh + i) * g.kw + j) * ld, xp + c * pd.plane + i * pd.Wp + j,
+                    sizeof(T) * static_cast<size_t>(pd.Pp));
+}
+
+template <class T>
+bool all_finite(const T* p, int64_t n) {
+  return Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(p, n).allFinite();
 }
 
 template <class T>
@@ -160,6 +214,43 @@ void conv_forward_t(const Call& call, const ConvGeom& g) {
   const T* bp = bias ? as_contiguous<T>(host, *bias, sb) : nullptr;
   T* y = out.is_contiguous() ? out.data<T>() : so.template as<T>();
   const int64_t P = g.P(), CKK = g.CKK(), Og = g.Og(), Cg = g.Cg();
+  Padded pd{};
+  if (padded_layout(g, pd)) {
+    chunks(host, g.N, g.O * P * CKK, [&](int64_t, int64_t b, int64_t e) {
+      const int64_t sbn = std::max<int64_t>(1, std::min<int64_t>(e - b, (int64_t(1) << 21) / std::max<int64_t>(1, CKK * pd.Pp)));
+      auto col = host.scratch(sizeof(T) * CKK * pd.Pp * sbn);
+      auto yb = host.scratch(sizeof(T) * Og * pd.Pp * sbn);
+      auto xps = host.scratch(sizeof(T) * pd.buf);
+      T* xp = xps.template as<T>();
+      for (int64_t n0 = b; n0 < e; n0 += sbn) {
+        const int64_t nb = std::min(sbn, e - n0), ld = nb * pd.Pp;
+        for (int64_t gi = 0; gi < g.groups; ++gi) {
+          for (int64_t j = 0; j < nb; ++j) {
+            pad_image(g, pd, x + ((n0 + j) * g.C + gi * Cg) * g.H * g.W, xp);
+            im2col_padded(g, pd, xp, col.template as<T>() + j * pd.Pp, ld);
+          }
+          gemm_rm<T>(false, false, Og, ld, CKK, wp + gi * Og * CKK, CKK, col.template as<T>(), ld, T(0),
+                     yb.template as<T>(), ld);
+          for (int64_t j = 0; j < nb; ++j)
+            for (int64_t o = 0; o < Og; ++o) {
+              const T* src = yb.template as<T>() + o * ld + j * pd.Pp;
+              T* dst = y + ((n0 + j) * g.O + gi * Og + o) * P;
+              const T bv = bp ? bp[gi * Og + o] : T(0);
+              for (int64_t oh = 0; oh < g.Ho; ++oh) {
+                const T* s = src + oh * pd.Wp;
+                T* d = dst + oh * g.Wo;
+                if (bp)
+                  for (int64_t ow = 0; ow < g.Wo; ++ow) d[ow] = s[ow] + bv;
+                else
+                  for (int64_t ow = 0; ow < g.Wo; ++ow) d[ow] = s[ow];
+              }
+            }
+        }
+      }
+    });
+    copy_back<T>(host, out, y);
+    return;
+  }
   chunks(host, g.N, g.O * P * CKK, [&](int64_t, int64_t b, int64_t e) {
     const int64_t sbn = images_per_gemm(g, e - b);
     auto col = host.scratch(sizeof(T) * CKK * P * sbn);
@@ -223,6 +314,66 @@ void conv_backward_t(const Call& call, const ConvGeom& g, const std::vector<bool
   T* part = want_w ? parts.template as<T>() : nullptr;
   if (part) std::fill(part, part + wsz * nt, T(0));
   std::vector<char> used(static_cast<size_t>(nt), 0);
+  // Padded-width path: junk columns of gY are zero, so they add nothing to gW or
+  // gX as long as the other factor is finite there (0 * inf would be NaN).
+  Padded pd{};
+  if (padded_layout(g, pd) && (!want_w || all_finite(x, g.N * g.C * g.H * g.W)) &&
+      (!want_i || all_finite(wp, g.O * CKK))) {
+    chunks(host, g.N, g.O * P * CKK, [&](int64_t chunk, int64_t b, int64_t e) {
+      used[static_cast<size_t>(chunk)] = 1;
+      const int64_t sbn = std::max<int64_t>(1, std::min<int64_t>(e - b, (int64_t(1) << 21) / std::max<int64_t>(1, CKK * pd.Pp)));
+      auto col = host.scratch(sizeof(T) * CKK * pd.Pp * sbn);
+      auto gyb = host.scratch(sizeof(T) * Og * pd.Pp * sbn);
+      auto xps = host.scratch(sizeof(T) * pd.buf);
+      T* xp = xps.template as<T>();
+      T* cb = col.template as<T>();
+      T* gb = gyb.template as<T>();
+      T* acc = part ? part + chunk * wsz : nullptr;
+      for (int64_t n0 = b; n0 < e; n0 += sbn) {
+        const int64_t nb = std::min(sbn, e - n0), ld = nb * pd.Pp;
+        for (int64_t gr = 0; gr < g.groups; ++gr) {
+          // gY of this group as [Og, nb * Ho * Wp], junk columns zero
+          for (int64_t o = 0; o < Og; ++o)
+            for (int64_t j = 0; j < nb; ++j) {
+              const T* src = gy + ((n0 + j) * g.O + gr * Og + o) * P;
+              T* dst = gb + o * ld + j * pd.Pp;
+              for (int64_t oh = 0; oh < g.Ho; ++oh) {
+                T* d = dst + oh * pd.Wp;
+                const T* sp = src + oh * g.Wo;
+                for (int64_t ow = 0; ow < g.Wo; ++ow) d[ow] = sp[ow];
+                for (int64_t ow = g.Wo; ow < pd.Wp; ++ow) d[ow] = T(0);
+              }
+            }
+          if (acc) {  // gW[Og, CKK] += gY[Og, ld] @ col^T[ld, CKK]
+            for (int64_t j = 0; j < nb; ++j) {
+              pad_image(g, pd, x + ((n0 + j) * g.C + gr * Cg) * g.H * g.W, xp);
+              im2col_padded(g, pd, xp, cb + j * pd.Pp, ld);
+            }
+            gemm_rm<T>(false, true, Og, CKK, ld, gb, ld, cb, ld, T(1), acc + gr * Og * CKK, CKK);
+          }
+          if (gx) {  // col[CKK, ld] = W^T[CKK, Og] @ gY[Og, ld], then scatter-add per image
+            gemm_rm<T>(true, false, CKK, ld, Og, wp + gr * Og * CKK, CKK, gb, ld, T(0), cb, ld);
+            for (int64_t j = 0; j < nb; ++j) {
+              std::fill(xp, xp + pd.buf, T(0));
+              for (int64_t c = 0; c < Cg; ++c)
+                for (int64_t i = 0; i < g.kh; ++i)
+                  for (int64_t q = 0; q < g.kw; ++q) {
+                    const T* r = cb + ((c * g.kh + i) * g.kw + q) * ld + j * pd.Pp;
+                    T* d = xp + c * pd.plane + i * pd.Wp + q;
+                    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(d, pd.Pp) +=
+                        Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(r, pd.Pp);
+                  }
+              T* xg = gx + ((n0 + j) * g.C + gr * Cg) * g.H * g.W;
+              for (int64_t c = 0; c < Cg; ++c)
+                for (int64_t h = 0; h < g.H; ++h)
+                  std::memcpy(xg + (c * g.H + h) * g.W, xp + c * pd.plane + (h + g.ph) * pd.Wp + g.pw,
+                              sizeof(T) * static_cast<size_t>(g.W));
+            }
+          }
+        }
+      }
+    });
+  } else
   chunks(host, g.N, g.O * P * CKK, [&](int64_t chunk, int64_t b, int64_t e) {
     used[static_cast<size_t>(chunk)] = 1;
     const int64_t sbn = images_per_gemm(g, e - b);
@@ -368,7 +519,46 @@ void max_pool_t(const Call& call, const PoolGeom& p) {
   T* y = out.is_contiguous() ? out.data<T>() : so.template as<T>();
   int64_t* ix = idx.is_contiguous() ? idx.data<int64_t>() : sx.template as<int64_t>();
   const int64_t HW = p.H * p.W, HoWo = p.Ho * p.Wo;
-  host.parallel_for(0, p.planes, std::max<int64_t>(1, sdk::kParallelGrain / std::max<int64_t>(1, HoWo * p.kh * p.kw)),
+  // One thread below ~128K window reads: a pool wake-up costs more than the work.
+  const int64_t grain = std::max<int64_t>(1, 4 * sdk::kParallelGrain / std::max<int64_t>(1, HoWo * p.kh * p.kw));
+  const bool k2s2 = p.kh == 2 && p.kw == 2 && p.sh == 2 && p.sw == 2 && p.ph == 0 && p.pw == 0 && p.dh == 1 &&
+                    p.dw == 1 && 2 * p.Ho <= p.H && 2 * p.Wo <= p.W;
+  if (k2s2) {
+    // 2x2 windows, stride 2 (the usual max_pool2d(2)): unrolled, same order and NaN
+    // rule as the generic loop (scan h then w; a greater value or a NaN takes over).
+    host.parallel_for(0, p.planes, grain, [&](int64_t b, int64_t e) {
+      for (int64_t pl = b; pl < e; ++pl) {
+        const T* src = x + pl * HW;
+        T* dst = y + pl * HoWo;
+        int64_t* id = ix + pl * HoWo;
+        for (int64_t oh = 0; oh < p.Ho; ++oh) {
+          const T* r0 = src + 2 * oh * p.W;
+          const T* r1 = r0 + p.W;
+          const int64_t base = 2 * oh * p.W;
+          for (int64_t ow = 0; ow < p.Wo; ++ow) {
+            const T v0 = r0[2 * ow], v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1];
+            T best = v0;
+            int64_t k = 0;
+            bool t = (v1 > best) | (v1 != v1);
+            best = t ? v1 : best;
+            k = t ? 1 : k;
+            t = (v2 > best) | (v2 != v2);
+            best = t ? v2 : best;
+            k = t ? p.W : k;
+            t = (v3 > best) | (v3 != v3);
+            best = t ? v3 : best;
+            k = t ? p.W + 1 : k;
+            dst[oh * p.Wo + ow] = best;
+            id[oh * p.Wo + ow] = base + 2 * ow + k;
+          }
+        }
+      }
+    });
+    copy_back<T>(host, out, y);
+    copy_back<int64_t>(host, idx, ix);
+    return;
+  }
+  host.parallel_for(0, p.planes, grain,
                     [&](int64_t b, int64_t e) {
                       for (int64_t pl = b; pl < e; ++pl) {
                         const T* src = x + pl * HW;
@@ -415,7 +605,7 @@ void max_pool_backward_t(const Call& call, const PoolGeom& p) {
   const int64_t* ix = as_contiguous<int64_t>(host, idx, sx);
   T* out = gi.is_contiguous() ? gi.data<T>() : so.template as<T>();
   const int64_t HW = p.H * p.W, HoWo = p.Ho * p.Wo;
-  host.parallel_for(0, p.planes, std::max<int64_t>(1, sdk::kParallelGrain / std::max<int64_t>(1, HW + HoWo)),
+  host.parallel_for(0, p.planes, std::max<int64_t>(1, 4 * sdk::kParallelGrain / std::max<int64_t>(1, HW + HoWo)),
                     [&](int64_t b, int64_t e) {
                       for (int64_t pl = b; pl < e; ++pl) {
                         T* dst = out + pl * HW;

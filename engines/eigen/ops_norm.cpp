@@ -144,6 +144,12 @@ BNShape bn_shape(const Tensor& x) {
   return s;
 }
 
+// Channels per task: batch norm reads its input two or three times, and below
+// ~128K elements a pool wake-up (10-50 us) costs more than the second thread saves.
+int64_t bn_grain(int64_t per_channel) {
+  return std::max<int64_t>(1, 4 * sdk::kParallelGrain / std::max<int64_t>(per_channel, 1));
+}
+
 template <class T>
 const T* vec_or_null(const sdk::Host& host, const std::optional<Tensor>& t, const sdk::Host::Scratch& s) {
   return t ? as_contiguous<T>(host, *t, s) : nullptr;
@@ -174,7 +180,7 @@ void batch_norm_t(const Call& call) {
       var_c[static_cast<size_t>(c)] = static_cast<double>(rv->data<T>()[c * rv->stride(0)]);
     }
   }
-  host.parallel_for(0, sh.C, grain_for(per), [&](int64_t c0, int64_t c1) {
+  host.parallel_for(0, sh.C, bn_grain(per), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       double mu, var;
       if (training) {
@@ -263,7 +269,7 @@ void batch_norm_backward_t(const Call& call) {
   auto so = host.scratch(want_i ? contiguous_bytes(gi) : 0);
   T* op = want_i ? (gi.is_contiguous() ? gi.data<T>() : so.template as<T>()) : nullptr;
   std::vector<double> sum_g(static_cast<size_t>(sh.C)), dot(static_cast<size_t>(sh.C));
-  host.parallel_for(0, sh.C, grain_for(per), [&](int64_t c0, int64_t c1) {
+  host.parallel_for(0, sh.C, bn_grain(per), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       const double mu = mean_c[static_cast<size_t>(c)], inv = inv_c[static_cast<size_t>(c)];
       double s = 0, d = 0;

@@ -5,7 +5,8 @@ Run with ``python -m pytest tests/python [--engine NAME_OR_PATH]``.
 * ``--engine`` selects the compute engine for the whole test process by setting
   ``OPENREG_ENGINE`` before the device initialises (it initialises lazily, on
   first use, which is always after ``pytest_configure``). Without the option the
-  inherited ``OPENREG_ENGINE`` (or the built-in default, ``aten_ref``) is used.
+  inherited ``OPENREG_ENGINE`` (or the built-in default: the best built engine,
+  onednn, then eigen, then aten_ref) is used.
   Subprocesses started through ``run_python`` / ``run_command`` inherit it.
 * ``openreg`` is never imported at module level anywhere in this suite, so that
   collection works even when the extension is not built; fixtures import it.

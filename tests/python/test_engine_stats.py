@@ -98,12 +98,16 @@ def test_info(initialised):
 
 
 def test_info_chain_follows_openreg_engine(initialised):
-    """The first engine of the chain is the one OPENREG_ENGINE selects (default aten_ref)."""
+    """The first engine of the chain is the one OPENREG_ENGINE selects (default: the
+    best built engine, onednn, then eigen, then aten_ref)."""
     selected = os.environ.get("OPENREG_ENGINE")
     info = initialised.info()
     chain = info["chain"]
-    if not selected:
-        assert chain[0] == "aten_ref", chain
+    if not selected or selected == "auto":
+        built = {e["name"] for e in info["available"]}
+        best = next(name for name in ("onednn", "eigen", "aten_ref") if name in built)
+        assert chain[0] == best, (chain, sorted(built))
+        assert chain[-1] == "aten_ref", chain
     elif os.sep in selected or selected.endswith(".so"):
         by_path = {os.path.realpath(e["path"]): e["name"] for e in info["engines"]}
         assert by_path.get(os.path.realpath(selected)) == chain[0], (selected, info["engines"], chain)

@@ -397,6 +397,8 @@ std::shared_ptr<const MetaResult> meta_for(const c10::OperatorHandle& op, c10::A
     auto it = plan.meta_cache.find(key);
     if (it != plan.meta_cache.end()) return it->second;
   }
+  // A copy: the Meta kernel may run other ops, and the thread's key buffer with them.
+  const std::string miss_key = cacheable ? key : std::string();
   std::shared_ptr<const MetaResult> result;
   try {
     result = run_meta(op, args, plan);
@@ -408,7 +410,7 @@ std::shared_ptr<const MetaResult> meta_for(const c10::OperatorHandle& op, c10::A
   if (cacheable) {
     std::lock_guard<std::mutex> lock(plan.meta_mutex);
     if (plan.meta_cache.size() >= 4096) plan.meta_cache.clear();  // a bound, not an LRU
-    plan.meta_cache.emplace(key, result);
+    plan.meta_cache.emplace(miss_key, result);
   }
   return result;
 }

@@ -96,28 +96,44 @@ void pack(const T* src, int64_t batch, int64_t rows, int64_t cols, int64_t bs, i
       for (int64_t j = 0; j < cols; ++j) dst[(b * rows + i) * cols + j] = src[b * bs + i * rs + j * cs];
 }
 
-template <class T>
-void matmul_t(const Call& call, bool batched, bool add) {
-  const sdk::Host& host = call.host();
-  Tensor out = call.output(0);
+// The operands of mm/addmm/bmm/baddbmm, checked: out = beta * self + alpha * (a @ b),
+// batched over BT (1 for mm/addmm); sizes M x K times K x N; off = 1 when batched.
+struct MatmulArgs {
+  Tensor out, a, b;
+  std::optional<Tensor> self;
+  int64_t off, BT, M, K, N;
+  double beta = 0, alpha = 1;
+};
+
+MatmulArgs matmul_args(const Call& call, bool batched, bool add) {
   const int ia = add ? 1 : 0;
-  Tensor a = call.tensor(ia), b = call.tensor(ia + 1);
+  MatmulArgs m{call.output(0), call.tensor(ia), call.tensor(ia + 1), std::nullopt, 0, 1, 0, 0, 0};
+  const Tensor &out = m.out, &a = m.a, &b = m.b;
   const int64_t nd = batched ? 3 : 2;
   OPENREG_SDK_CHECK(a.dim() == nd && b.dim() == nd && out.dim() == nd, call.op_name(), ": expected ", nd,
                     "-d operands, got ", a.describe(), " and ", b.describe());
-  const int64_t off = batched ? 1 : 0;
-  const int64_t BT = batched ? a.size(0) : 1, M = a.size(off), K = a.size(off + 1), N = b.size(off + 1);
-  OPENREG_SDK_CHECK(b.size(off) == K && (!batched || b.size(0) == BT), call.op_name(), ": shapes ", a.describe(),
-                    " and ", b.describe(), " cannot be multiplied");
-  OPENREG_SDK_CHECK(out.size(off) == M && out.size(off + 1) == N && (!batched || out.size(0) == BT), call.op_name(),
-                    ": output ", out.describe(), " has the wrong shape");
-  double beta = 0, alpha = 1;
-  std::optional<Tensor> self;
+  m.off = batched ? 1 : 0;
+  m.BT = batched ? a.size(0) : 1, m.M = a.size(m.off), m.K = a.size(m.off + 1), m.N = b.size(m.off + 1);
+  OPENREG_SDK_CHECK(b.size(m.off) == m.K && (!batched || b.size(0) == m.BT), call.op_name(), ": shapes ",
+                    a.describe(), " and ", b.describe(), " cannot be multiplied");
+  OPENREG_SDK_CHECK(out.size(m.off) == m.M && out.size(m.off + 1) == m.N && (!batched || out.size(0) == m.BT),
+                    call.op_name(), ": output ", out.describe(), " has the wrong shape");
   if (add) {
-    self = call.tensor(0);
-    beta = call.scalar_or(3, 1.0);
-    alpha = call.scalar_or(4, 1.0);
+    m.self = call.tensor(0);
+    m.beta = call.scalar_or(3, 1.0);
+    m.alpha = call.scalar_or(4, 1.0);
   }
+  return m;
+}
+
+template <class T>
+void matmul_t(const Call& call, bool batched, bool add) {
+  const sdk::Host& host = call.host();
+  const MatmulArgs m = matmul_args(call, batched, add);
+  const Tensor &out = m.out, &a = m.a, &b = m.b;
+  const std::optional<Tensor>& self = m.self;
+  const int64_t off = m.off, BT = m.BT, M = m.M, K = m.K, N = m.N;
+  const double beta = m.beta, alpha = m.alpha;
   if (out.numel() == 0) return;
   const T alpha_t = static_cast<T>(alpha);
 
@@ -206,24 +222,12 @@ void to_float(const sdk::Host& host, const Tensor& src, float* dst) {
 
 void matmul_bf16(const Call& call, bool batched, bool add) {
   const sdk::Host& host = call.host();
-  Tensor out = call.output(0);
-  const int ia = add ? 1 : 0;
-  Tensor a = call.tensor(ia), b = call.tensor(ia + 1);
-  const int64_t nd = batched ? 3 : 2;
-  OPENREG_SDK_CHECK(a.dim() == nd && b.dim() == nd && out.dim() == nd, call.op_name(), ": expected ", nd,
-                    "-d operands");
-  const int64_t off = batched ? 1 : 0;
-  const int64_t BT = batched ? a.size(0) : 1, M = a.size(off), K = a.size(off + 1), N = b.size(off + 1);
-  OPENREG_SDK_CHECK(b.size(off) == K && (!batched || b.size(0) == BT), call.op_name(), ": shapes ", a.describe(),
-                    " and ", b.describe(), " cannot be multiplied");
-  double beta = 0, alpha = 1;
-  std::optional<Tensor> self;
-  if (add) {
-    self = call.tensor(0);
-    beta = call.scalar_or(3, 1.0);
-    alpha = call.scalar_or(4, 1.0);
-    if (beta != 0.0) OPENREG_SDK_REQUIRE(same_dtype(*self, out), call.op_name(), ": self of another dtype");
-  }
+  const MatmulArgs m = matmul_args(call, batched, add);
+  const Tensor &out = m.out, &a = m.a, &b = m.b;
+  const std::optional<Tensor>& self = m.self;
+  const int64_t BT = m.BT, M = m.M, K = m.K, N = m.N;
+  const double beta = m.beta, alpha = m.alpha;
+  if (add && beta != 0.0) OPENREG_SDK_REQUIRE(same_dtype(*self, out), call.op_name(), ": self of another dtype");
   if (out.numel() == 0) return;
   auto sa = host.scratch(sizeof(float) * BT * M * K), sb = host.scratch(sizeof(float) * BT * K * N),
        sc = host.scratch(sizeof(float) * BT * M * N);

@@ -34,15 +34,13 @@ bool to_abi_dtype(at::ScalarType type, openreg_dtype* out) {
   }
 }
 
-CallBuilder::CallBuilder(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
-                         c10::DeviceIndex device_index)
+CallBuilder::CallBuilder(const c10::FunctionSchema& schema, const std::string& op_name,
+                         c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device_index)
     : device_index_(device_index) {
-  op_name_ = schema.name();
-  if (!schema.overload_name().empty()) op_name_ += "." + schema.overload_name();
   values_.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) values_.push_back(convert(schema.arguments()[i], args[i]));
   call_.struct_size = sizeof(openreg_call);
-  call_.op_name = op_name_.c_str();
+  call_.op_name = op_name.c_str();
   call_.op_index = -1;
   call_.num_args = static_cast<int32_t>(values_.size());
   call_.args = values_.data();

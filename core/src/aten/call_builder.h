@@ -20,9 +20,11 @@ bool to_abi_dtype(at::ScalarType type, openreg_dtype* out);
 
 class CallBuilder {
  public:
+  // op_name: "aten::add.Tensor", owned by the caller and alive as long as the
+  // builder (the router passes its per-op plan's name, built once per op).
   // args: the op's arguments (schema order). device_index: where random
   // streams are drawn from when a Generator argument is None.
-  CallBuilder(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+  CallBuilder(const c10::FunctionSchema& schema, const std::string& op_name, c10::ArrayRef<c10::IValue> args,
               c10::DeviceIndex device_index);
 
   void set_outputs(const std::vector<at::Tensor>& outputs);
@@ -51,7 +53,6 @@ class CallBuilder {
   std::vector<at::Tensor> dynamic_;
   std::vector<at::Tensor> keep_alive_;
   openreg_call call_{};
-  std::string op_name_;
 };
 
 }  // namespace openreg

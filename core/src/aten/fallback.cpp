@@ -513,7 +513,7 @@ void router_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
-  CallBuilder builder(schema, args, dev);
+  CallBuilder builder(schema, plan.name, args, dev);
   if (dynamic) builder.set_dynamic_outputs(plan.return_alias.size(), device);
   else builder.set_outputs(outputs);
   openreg_call& call = builder.call();

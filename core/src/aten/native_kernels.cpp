@@ -123,6 +123,20 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 at::Scalar local_scalar_dense(const at::Tensor& self) { return at::_local_scalar_dense(host_alias(self)); }
 
+// Whether `self.data = from` may swap from's storage and geometry into self's
+// TensorImpl (nn.Module._apply relies on it to keep a Parameter, and so tied
+// parameters, the same object across .to(device)). c10 allows it between dense
+// CPU and CUDA tensors and leaves PrivateUse1 to the backend: here dense CPU and
+// openreg tensors are compatible with each other, as CPU and CUDA are.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense_cpu_or_device = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided && !t.is_quantized() &&
+           (t.device().type() == kDevice || t.device().type() == c10::DeviceType::CPU);
+  };
+  if (dense_cpu_or_device(self) && dense_cpu_or_device(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -142,6 +156,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 
 }  // namespace openreg

@@ -1,0 +1,54 @@
+"""torch.nn Conv1d and ConvTranspose2d with strides, padding, dilation and groups,
+each in a small network: training step and bf16 autocast against CPU."""
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from compare import Case, check_bf16_autocast, check_train_step
+
+
+def conv1d_net():
+    return nn.Sequential(
+        nn.Conv1d(4, 8, kernel_size=3, stride=2, padding=1, groups=2),
+        nn.ReLU(),
+        nn.Conv1d(8, 6, kernel_size=3, dilation=2, padding=2, padding_mode="zeros"),
+        nn.Tanh(),
+        nn.Conv1d(6, 3, kernel_size=1, bias=False),
+    )
+
+
+def conv_transpose2d_net():
+    return nn.Sequential(
+        nn.ConvTranspose2d(6, 8, kernel_size=3, stride=2, padding=1, output_padding=1, groups=2),
+        nn.ReLU(),
+        nn.ConvTranspose2d(8, 3, kernel_size=4, stride=1, padding=2, dilation=2),
+    )
+
+
+def conv1d_inputs(gen):
+    return {"x": torch.randn(3, 4, 17, generator=gen), "y": torch.randn(3, 3, 9, generator=gen)}
+
+
+def conv_transpose2d_inputs(gen):
+    return {"x": torch.randn(2, 6, 5, 7, generator=gen), "y": torch.randn(2, 3, 12, 16, generator=gen)}
+
+
+def loss(model, x):
+    out = model(x["x"])
+    return F.mse_loss(out.float(), x["y"]), out
+
+
+CASES = [Case("conv1d", conv1d_net, conv1d_inputs, loss),
+         Case("conv_transpose2d", conv_transpose2d_net, conv_transpose2d_inputs, loss)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_train_step_matches_cpu(device, case):
+    check_train_step(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_bf16_autocast_matches_cpu(device, case):
+    check_bf16_autocast(case)

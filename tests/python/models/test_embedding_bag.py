@@ -1,6 +1,7 @@
 """torch.nn.EmbeddingBag with offsets (an empty bag included) in sum mode with
-per-sample weights, mean mode with a padding index, and max mode, each followed by
-a linear head: training step and bf16 autocast against CPU."""
+per-sample weights, mean mode with a padding index, max mode, and sum mode with
+the offsets' end included (include_last_offset), each followed by a linear head:
+training step and bf16 autocast against CPU."""
 
 import pytest
 import torch
@@ -15,12 +16,15 @@ TOKENS = 14
 
 
 class BagClassifier(nn.Module):
-    def __init__(self, mode, padding_idx=None):
+    def __init__(self, mode, padding_idx=None, include_last_offset=False):
         super().__init__()
-        self.bag = nn.EmbeddingBag(NUM, DIM, mode=mode, padding_idx=padding_idx)
+        self.bag = nn.EmbeddingBag(NUM, DIM, mode=mode, padding_idx=padding_idx,
+                                   include_last_offset=include_last_offset)
         self.head = nn.Linear(DIM, CLASSES)
 
     def forward(self, ids, offsets, weights=None):
+        if self.bag.include_last_offset:
+            offsets = torch.cat([offsets, offsets.new_tensor([ids.numel()])])
         return self.head(self.bag(ids, offsets, per_sample_weights=weights))
 
 
@@ -43,7 +47,9 @@ def plain_loss(model, x):
 
 CASES = [Case("embedding_bag_sum", lambda: BagClassifier("sum"), inputs, weighted_loss),
          Case("embedding_bag_mean", lambda: BagClassifier("mean", padding_idx=0), inputs, plain_loss),
-         Case("embedding_bag_max", lambda: BagClassifier("max"), inputs, plain_loss)]
+         Case("embedding_bag_max", lambda: BagClassifier("max"), inputs, plain_loss),
+         Case("embedding_bag_last_offset", lambda: BagClassifier("sum", include_last_offset=True), inputs,
+              plain_loss)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

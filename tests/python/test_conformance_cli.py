@@ -124,3 +124,26 @@ def test_abi_mode_without_the_binary(openreg, monkeypatch, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "GoogleTest" in err[0] and "libgtest-dev" in err[0]
     assert os.path.join("bin", "openreg-conformance") in err[0]
+
+
+def test_reduced_precision_results_can_be_judged_against_the_exact_answer(openreg):
+    """Accumulating bfloat16 results that disagree with torch CPU get a second
+    judge: the op in float64 on the same values (torch CPU accumulates some of them,
+    layer norm's grad_bias among them, in bfloat16 steps). The exact answer rounded
+    once passes it; a wrong answer fails it."""
+    import torch
+    from openreg import conformance as c
+
+    values = torch.linspace(0.5, 1.5, 4096).to(torch.bfloat16).reshape(64, 64)
+    case = c.Case("column sums", c.T(values), [0])
+    overload = c.Overload("aten::sum.dim_IntList")
+    exact = values.double().sum(0)
+    runner = c.Runner("any")
+    dev = c._Materialized(case, "openreg")
+    cpu = c._Materialized(case, "cpu")
+
+    rounded_once = exact.to(torch.bfloat16).to("openreg")
+    assert runner._compare_exact(overload, case, torch.bfloat16, rounded_once, dev, cpu, {}) is None
+    wrong = (exact + 4.0).to(torch.bfloat16).to("openreg")
+    why = runner._compare_exact(overload, case, torch.bfloat16, wrong, dev, cpu, {})
+    assert why and "against float64" in why

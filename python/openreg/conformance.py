@@ -300,14 +300,18 @@ class Runner:
     def _call(self, overload, m, outs):
         return overload.fn(*m.args, **m.kwargs, **outs)
 
+    def reference(self, overload, case, dtype, strided_out_like=None):
+        """(result, arguments, out= tensors) of ``case`` on torch CPU; raises what CPU raises."""
+        cpu = _Materialized(case, "cpu")
+        cpu_outs = self._outs(overload, case, "cpu", dtype, strided_out_like)
+        return self._call(overload, cpu, cpu_outs), cpu, cpu_outs
+
     def run_case(self, overload, case, dtype, accumulates, strided_out_like=None):
         """Runs ``case`` on CPU then on the device; returns (Outcome, CPU outs)."""
         if self.on_case:
             self.on_case(case.name)
         try:
-            cpu = _Materialized(case, "cpu")
-            cpu_outs = self._outs(overload, case, "cpu", dtype, strided_out_like)
-            ref = self._call(overload, cpu, cpu_outs)
+            ref, cpu, cpu_outs = self.reference(overload, case, dtype, strided_out_like)
         except Exception as exc:  # noqa: BLE001 - any rejection means "nothing to compare"
             return Outcome("n/a", f"torch CPU rejects it: {_first_line(exc)}"), None
         dev = _Materialized(case, "openreg")
@@ -468,17 +472,65 @@ def _no_case_reason(op):
     return "no cases for this op in openreg.conformance"
 
 
-def check_row(runner, op, dtype, explicit):
-    """Result and detail of one (op, dtype) row."""
+class NoCases(Exception):
+    """Why a row has no cases. ``skippable``: the case builder hit torch's limits for
+    the dtype (such rows are not shown for ops whose table entry says "any dtype")."""
+
+    def __init__(self, why, skippable=False):
+        super().__init__(why)
+        self.skippable = skippable
+
+
+def row_cases(op, dtype):
+    """(Overload, Family, cases) of one (op, dtype) row; raises :class:`NoCases`."""
     family = family_for(op)
     overload = Overload.resolve(op)
     if family is None or overload is None or not overload.takes_tensor:
-        return NO_CASE, _no_case_reason(op)
+        raise NoCases(_no_case_reason(op))
     ctx = Ctx(op, overload.schema, dtype)
     try:
         cases = [c for c in family.cases(ctx) if c.inplace_ok or not overload.inplace]
     except Exception as exc:  # noqa: BLE001 - the case builder itself hit torch's limits
-        return (NO_CASE if explicit else _SKIP), f"cannot build cases for {dtype}: {_first_line(exc)}"
+        raise NoCases(f"cannot build cases for {dtype}: {_first_line(exc)}", skippable=True) from exc
+    return overload, family, cases
+
+
+def missing_cases(engine):
+    """[(op, dtype, why)]: the rows of ``engine`` (an entry of openreg.info()["engines"])
+    that would be "no case", found on torch CPU alone: no case family, or torch CPU
+    rejects every case of the row."""
+    runner = Runner(engine["name"])
+    missing = []
+    for op, dtype_name, explicit in plan_rows(engine, None, set()):
+        dtype = getattr(torch, dtype_name, None)
+        if not isinstance(dtype, torch.dtype):
+            missing.append((op, dtype_name, _no_case_reason(op)))
+            continue
+        try:
+            overload, _, cases = row_cases(op, dtype)
+        except NoCases as why:
+            if explicit or not why.skippable:
+                missing.append((op, dtype_name, str(why)))
+            continue
+        if explicit and not any(_cpu_accepts(runner, overload, case, dtype) for case in cases):
+            missing.append((op, dtype_name, "torch CPU rejects every case"))
+    return missing
+
+
+def _cpu_accepts(runner, overload, case, dtype):
+    try:
+        runner.reference(overload, case, dtype)
+    except Exception:  # noqa: BLE001 - a rejection is the answer
+        return False
+    return True
+
+
+def check_row(runner, op, dtype, explicit):
+    """Result and detail of one (op, dtype) row."""
+    try:
+        overload, family, cases = row_cases(op, dtype)
+    except NoCases as why:
+        return (_SKIP if why.skippable and not explicit else NO_CASE), str(why)
     outcomes = []
     strided_done = not overload.out_args
     for case in cases:

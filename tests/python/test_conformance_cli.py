@@ -8,7 +8,6 @@ and on an engine that does not exist (a usage error).
 import json
 import os
 import re
-import subprocess
 import sys
 
 import pytest

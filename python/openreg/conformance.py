@@ -4,7 +4,8 @@ For every op and dtype the engine advertises, runs hostile cases (odd prime
 shapes, zero-size, 0-dim, transposed, sliced with gaps, broadcast, expanded)
 through torch on the ``openreg`` device and the same calls on torch's CPU
 kernels, compares the results, and for differentiable ops compares the
-gradients too. Prints one row per (op, dtype):
+gradients too (the cases: :mod:`openreg.conformance_cases`). Prints one row per
+(op, dtype):
 
 * ``pass``: the engine served at least one case and every result matched;
 * ``FAIL``: a result (or a gradient) differed from torch CPU, or the device raised;

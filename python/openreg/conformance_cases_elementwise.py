@@ -313,7 +313,8 @@ _FOREACH_LISTS = (
     ("40 tensors of 1 to 40 elements", tuple(((n,), "contiguous") for n in range(1, 41))),
 )
 
-# Per op: the domain of self's members, and of the tensor (or Scalar) it divides by.
+# Per op: the domain of self's members, and the argument whose members it divides by
+# (its Scalars are nonzero anyway).
 _FOREACH_SELF_DOMAIN = {"sqrt": "positive", "log": "positive", "reciprocal": "nonzero"}
 _FOREACH_DIVISOR = {"div": "other", "addcdiv": "tensor2"}
 
@@ -323,8 +324,9 @@ _FOREACH_DIVISOR = {"div": "other", "addcdiv": "tensor2"}
          "_foreach_exp", "_foreach_log", "_foreach_reciprocal", "_foreach_zero", grad=True)
 def _foreach_cases(ctx):
     """_foreach_<op>[_] overloads (List, Scalar, ScalarList, Tensor), built from the
-    schema: every Tensor[] argument a list of members shaped like self's, Scalar[]
-    one number per member, a Tensor a 0-dim one; alpha when the overload has it."""
+    schema: every Tensor[] argument a list of members shaped and laid out like self's,
+    Scalar[] one number per member, a Tensor a 0-dim one; alpha when the overload
+    has it."""
     op = ctx.base[len("_foreach_"):]
     params = [a for a in ctx.schema.arguments[1:] if not a.kwarg_only]
 
@@ -333,7 +335,7 @@ def _foreach_cases(ctx):
             return "nonzero"
         return "unit" if op == "lerp" and name.startswith("weight") else "any"
 
-    def scalar(name, i=0):
+    def scalar(i=0):
         if op == "lerp":
             return (0.3, 0.7, -0.5)[i % 3]
         return ctx.number((-0.75, 1.25, 2.0)[i % 3], (-2, 3, 1)[i % 3])
@@ -345,13 +347,13 @@ def _foreach_cases(ctx):
             kind = a.type.kind()
             element = a.type.getElementType().kind() if kind == "ListType" else None
             if element == "TensorType":
-                args.append([ctx.t(*shape, domain=member_domain(a.name), layout="contiguous") for shape, _ in members])
+                args.append([ctx.t(*shape, domain=member_domain(a.name), layout=layout) for shape, layout in members])
             elif element is not None:  # Scalar[]: one per member
-                args.append([scalar(a.name, i) for i in range(len(members))])
+                args.append([scalar(i) for i in range(len(members))])
             elif kind == "TensorType":
                 args.append(ctx.t(domain=member_domain(a.name)))
             else:
-                args.append(scalar(a.name))
+                args.append(scalar())
         return Case(name, *args, **kw)
 
     cases = [case(name, members) for name, members in _FOREACH_LISTS]

@@ -5,9 +5,9 @@ deliberately wrong engine built here against the installed SDK (must be caught),
 and on an engine that does not exist (a usage error).
 """
 
+import json
 import os
 import re
-import subprocess
 import sys
 
 import pytest
@@ -124,3 +124,66 @@ def test_abi_mode_without_the_binary(openreg, monkeypatch, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "GoogleTest" in err[0] and "libgtest-dev" in err[0]
     assert os.path.join("bin", "openreg-conformance") in err[0]
+
+
+def test_reduced_precision_results_can_be_judged_against_the_exact_answer(openreg):
+    """Accumulating bfloat16 results that disagree with torch CPU get a second
+    judge: the op in float64 on the same values (torch CPU accumulates some of them,
+    layer norm's grad_bias among them, in bfloat16 steps). The exact answer rounded
+    once passes it; a wrong answer fails it."""
+    import torch
+    from openreg import conformance as c
+    from openreg import conformance_cases as cases
+
+    values = torch.linspace(0.5, 1.5, 4096).to(torch.bfloat16).reshape(64, 64)
+    case = cases.Case("column sums", cases.T(values), [0])
+    overload = c.Overload("aten::sum.dim_IntList")
+    exact = values.double().sum(0)
+    runner = c.Runner("any")
+    dev = c._Materialized(case, "openreg")
+    cpu = c._Materialized(case, "cpu")
+
+    rounded_once = exact.to(torch.bfloat16).to("openreg")
+    assert runner._compare_exact(overload, case, torch.bfloat16, rounded_once, dev, cpu, {}) is None
+    wrong = (exact + 4.0).to(torch.bfloat16).to("openreg")
+    why = runner._compare_exact(overload, case, torch.bfloat16, wrong, dev, cpu, {})
+    assert why and "against float64" in why
+
+
+IN_TREE_ENGINES = ("aten_ref", "eigen", "onednn")
+
+
+def test_every_op_the_in_tree_engines_advertise_has_cases(openreg, run_python, describe):
+    """CI runs the tool with --strict on the in-tree engines: an op one of them
+    advertises without a case family (or with cases torch CPU rejects for an
+    advertised dtype) is caught here, on torch CPU alone."""
+    from openreg import conformance as cli
+
+    built = {e["name"] for e in openreg.engines_available()}
+    checked = []
+    for name in IN_TREE_ENGINES:
+        if name not in built:
+            continue  # optional engines whose dependency is missing (test_native_engines checks that)
+        proc = run_python("import json, openreg; print(json.dumps(openreg.info()['engines'][0]))",
+                          env_extra={"OPENREG_ENGINE": name})
+        assert proc.returncode == 0, describe(proc)
+        engine = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert engine["name"] == name and (engine["ops"] or engine["any_op"]), engine
+        assert cli.missing_cases(engine) == [], name
+        checked.append(name)
+    assert "aten_ref" in checked
+
+
+def test_missing_cases_are_found(openreg):
+    """The check above can fail: an op without a family, an advertised dtype torch
+    CPU rejects for every case, and an op torch does not have are each reported."""
+    from openreg import conformance as cli
+
+    engine = {"name": "made_up", "any_op": False, "ops": {
+        "aten::addcmul": ["float32"], "aten::igamma": ["float32"], "aten::lerp.Scalar": ["float32", "int64"],
+        "aten::no_such_op": ["float32"]}}
+    missing = {(op, dtype): why for op, dtype, why in cli.missing_cases(engine)}
+    assert set(missing) == {("aten::igamma", "float32"), ("aten::lerp.Scalar", "int64"),
+                            ("aten::no_such_op", "float32")}, missing
+    assert "rejects every case" in missing[("aten::lerp.Scalar", "int64")]
+    assert "has no op" in missing[("aten::no_such_op", "float32")]

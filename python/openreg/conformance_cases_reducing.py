@@ -1,0 +1,405 @@
+"""Case families of ``python -m openreg conformance`` for ops that combine many
+input elements into each output: matmul, reductions, softmax, losses, layer and
+batch norm, convolution and pooling (forward and backward). See
+:mod:`openreg.conformance_cases`."""
+
+import torch
+
+from .conformance_cases import LAYOUT_CASES, Case, T, family_for, register
+
+
+@register("mm", "addmm", "bmm", "baddbmm", grad=True, accumulates=True)
+def _matmul_cases(ctx):
+    """mm/addmm/bmm/baddbmm: odd shapes, K = 0, M = 0, transposed and sliced operands,
+    broadcast bias, beta/alpha (beta = 0 ignores a NaN bias)."""
+    batch = (3,) if ctx.base in ("bmm", "baddbmm") else ()
+    with_bias = ctx.base in ("addmm", "baddbmm")
+
+    def case(name, m, k, n, la="contiguous", lb="contiguous", bias="full", **kw):
+        a = ctx.t(*batch, m, k, layout=la)
+        b = ctx.t(*batch, k, n, layout=lb)
+        if not with_bias:
+            return Case(name, a, b)
+        if bias == "row":
+            c = ctx.t(n)
+        elif bias == "nan":
+            c = ctx.of(torch.full(batch + (m, n), float("nan"), dtype=ctx.dtype))
+        else:
+            c = ctx.t(*batch, m, n)
+        return Case(name, c, a, b, inplace_ok=bias != "row", **kw)
+
+    cases = [
+        case("5x7 @ 7x11", 5, 7, 11),
+        case("37x41 @ 41x43", 37, 41, 43),
+        case("1x1 @ 1x1", 1, 1, 1),
+        case("transposed lhs", 5, 7, 11, la="transposed"),
+        case("transposed rhs", 5, 7, 11, lb="transposed"),
+        case("both transposed", 5, 7, 11, la="transposed", lb="transposed"),
+        case("sliced lhs with gaps", 5, 7, 11, la="sliced"),
+        case("K = 0", 5, 0, 11),
+        case("M = 0", 0, 7, 11),
+    ]
+    if with_bias:
+        cases.append(case("broadcast bias row", 5, 7, 11, bias="row"))
+        cases.append(case("beta=0.5, alpha=2", 5, 7, 11, beta=ctx.number(0.5, 2), alpha=ctx.number(2.0, 3)))
+        if ctx.floating:
+            cases.append(case("beta=0 ignores a NaN bias", 5, 7, 11, bias="nan", beta=0))
+    return cases
+
+
+_ARG_REDUCTIONS = {"max", "min", "amax", "amin", "argmax", "argmin"}
+
+
+@register("sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod",
+         grad=True, accumulates=True)
+def _reduction_cases(ctx):
+    """Reductions over dims (lists, a single dim, None, keepdim) and full reductions.
+    max/min/arg*: distinct values, so that indices are unambiguous."""
+    if ctx.has("other"):  # max.other / min.other are binary elementwise ops
+        return family_for("aten::maximum").cases(ctx)
+    dom = "unique" if ctx.base in _ARG_REDUCTIONS else "any"
+    out_dtypes = (ctx.dtype, torch.int64) if ctx.base in ("max", "min") else None
+    if ctx.base in ("argmax", "argmin"):
+        out_dtypes = (torch.int64,)
+
+    def case(name, shape, *args, layout="contiguous", **kw):
+        return Case(name, ctx.t(*shape, domain=dom, layout=layout), *args, out_dtypes=out_dtypes, **kw)
+
+    if not ctx.has("dim"):
+        return [case(name, shape if dom == "any" else _small(shape), layout=layout)
+                for name, shape, layout in LAYOUT_CASES]
+    kind = ctx.kind("dim")
+    if kind == "IntType":  # max.dim: one dim
+        dims = [("dim=1", 1), ("dim=0", 0), ("dim=-1", -1)]
+    elif kind == "OptionalType" and "List" not in str(ctx.arguments["dim"].type):  # argmax: int?
+        dims = [("dim=None", None), ("dim=1", 1), ("dim=-1", -1)]
+    else:  # int[1]? / int[1]
+        dims = [("dim=[1]", [1]), ("dim=[0, 2]", [0, 2]), ("dim=[-1]", [-1]), ("dim=[]", [])]
+        if kind == "OptionalType":
+            dims.append(("dim=None", None))
+    cases = [case(f"3x5x11 {label}", (3, 5, 11), d, False) for label, d in dims]
+    one = dims[0][1]
+    last = dims[2][1]
+    cases += [
+        case(f"keepdim {dims[1][0]}", (3, 5, 11), dims[1][1], True),
+        case(f"transposed 5x11 {dims[2][0]}", (5, 11), last, False, layout="transposed"),
+        case(f"sliced with gaps 5x7 {dims[0][0]}", (5, 7), one, False, layout="sliced"),
+        case(f"zero-size 0x7 {dims[0][0]}", (0, 7), one, False),
+    ]
+    if dom == "any":
+        cases.append(case(f"5x7x11x13 {dims[0][0]}", (5, 7, 11, 13), one, False))
+    return cases
+
+
+def _small(shape):
+    """A shape with at most 256 elements (distinct values stay exact in bfloat16)."""
+    return (3, 5, 11) if len(shape) > 2 else shape
+
+
+@register("_softmax", "_log_softmax", grad=True, accumulates=True)
+def _softmax_cases(ctx):
+    """_softmax/_log_softmax over each dim, strided inputs, large logits, width 1."""
+    def case(name, x, dim):
+        return Case(name, x, dim, False)
+
+    return [
+        case("5x7x11 dim=-1", ctx.t(5, 7, 11), -1),
+        case("5x7x11 dim=1", ctx.t(5, 7, 11), 1),
+        case("5x7x11 dim=0", ctx.t(5, 7, 11), 0),
+        case("transposed 7x11 dim=-1", ctx.t(7, 11, layout="transposed"), -1),
+        case("sliced with gaps 5x7 dim=1", ctx.t(5, 7, layout="sliced"), 1),
+        case("large logits (x30)", ctx.of(ctx.values((5, 11)) * 30), 1),
+        case("width 1", ctx.t(5, 1), 1),
+        case("zero-size 0x7 dim=1", ctx.t(0, 7), 1),
+        case("0-dim", ctx.t(), 0),
+    ]
+
+
+@register("_softmax_backward_data", "_log_softmax_backward_data", accumulates=True)
+def _softmax_backward_cases(ctx):
+    """(grad_output, output of the forward on CPU, dim, input dtype)."""
+    forward = torch.ops.aten._log_softmax if ctx.base.startswith("_log") else torch.ops.aten._softmax
+
+    def case(name, shape, dim, layout="contiguous"):
+        out = forward.default(ctx.values(shape), dim, False)
+        return Case(name, ctx.t(*shape, layout=layout), ctx.of(out, layout), dim, ctx.dtype)
+
+    return [
+        case("5x7x11 dim=-1", (5, 7, 11), -1),
+        case("5x7x11 dim=1", (5, 7, 11), 1),
+        case("transposed 7x11 dim=-1", (7, 11), -1, "transposed"),
+        case("sliced with gaps 5x7 dim=1", (5, 7), 1, "sliced"),
+        case("zero-size 0x7 dim=1", (0, 7), 1),
+        case("0-dim", (), 0),
+    ]
+
+
+_REDUCTIONS = (("none", 0), ("mean", 1), ("sum", 2))
+
+
+@register("mse_loss", grad=True, accumulates=True)
+def _mse_loss_cases(ctx):
+    """mse_loss for each reduction, strided input, zero-size, 0-dim."""
+    cases = [Case(f"5x7x11 reduction={name}", ctx.t(5, 7, 11), ctx.t(5, 7, 11), r) for name, r in _REDUCTIONS]
+    cases += [
+        Case("transposed input, mean", ctx.t(7, 11, layout="transposed"), ctx.t(7, 11), 1),
+        Case("sliced target, sum", ctx.t(5, 7), ctx.t(5, 7, layout="sliced"), 2),
+        Case("zero-size, sum", ctx.t(0, 7), ctx.t(0, 7), 2),
+        Case("0-dim, mean", ctx.t(), ctx.t(), 1),
+    ]
+    return cases
+
+
+@register("mse_loss_backward", accumulates=True)
+def _mse_loss_backward_cases(ctx):
+    """(grad_output, self, target, reduction)."""
+    cases = []
+    for name, r in _REDUCTIONS:
+        grad = ctx.t(5, 7, 11) if r == 0 else ctx.t()
+        cases.append(Case(f"5x7x11 reduction={name}", grad, ctx.t(5, 7, 11), ctx.t(5, 7, 11), r))
+    cases.append(Case("transposed input, mean", ctx.t(), ctx.t(7, 11, layout="transposed"), ctx.t(7, 11), 1))
+    cases.append(Case("zero-size, sum", ctx.t(), ctx.t(0, 7), ctx.t(0, 7), 2))
+    return cases
+
+
+def _nll_inputs(ctx, n, c, ignore=None):
+    """(log-probabilities (n, c) or (c,), int64 targets, positive class weights)."""
+    shape = (n, c) if n is not None else (c,)
+    logp = torch.ops.aten._log_softmax.default(ctx.values(shape), -1, False)
+    target = torch.randint(0, c, (n,) if n is not None else (), generator=ctx.gen)
+    if ignore is not None and n:
+        target[::3] = ignore
+    weight = ctx.values((c,), "positive")
+    return logp, target, weight
+
+
+def _nll_cases(ctx):
+    """(name, logp, target, weight or None, reduction, ignore_index) for nll_loss."""
+    out = []
+    logp, target, weight = _nll_inputs(ctx, 7, 5)
+    for name, r in _REDUCTIONS:
+        out.append((f"7x5 reduction={name}", logp, target, None, r, -100))
+    out.append(("class weights, mean", logp, target, weight, 1, -100))
+    out.append(("class weights, none", logp, target, weight, 0, -100))
+    logp2, target2, _ = _nll_inputs(ctx, 7, 5, ignore=2)
+    out.append(("ignore_index=2, mean", logp2, target2, weight, 1, 2))
+    logp3, target3, _ = _nll_inputs(ctx, None, 5)
+    out.append(("1-d input, 0-dim target", logp3, target3, None, 1, -100))
+    return out
+
+
+@register("nll_loss_forward", grad=True, accumulates=True)
+def _nll_loss_forward_cases(ctx):
+    """(self, target, weight, reduction, ignore_index) -> (output, total_weight)."""
+    return [Case(name, ctx.of(logp), T(target, grad=False), ctx.of(w, grad=False) if w is not None else None,
+                 r, ignore, out_dtypes=(ctx.dtype, ctx.dtype))
+            for name, logp, target, w, r, ignore in _nll_cases(ctx)]
+
+
+@register("nll_loss_backward", accumulates=True)
+def _nll_loss_backward_cases(ctx):
+    """(grad_output, self, target, weight, reduction, ignore_index, total_weight)."""
+    cases = []
+    for name, logp, target, w, r, ignore in _nll_cases(ctx):
+        logp = logp.to(ctx.dtype)
+        wt = w.to(ctx.dtype) if w is not None else None
+        out, total = torch.ops.aten.nll_loss_forward.default(logp, target, wt, r, ignore)
+        grad = ctx.t(*out.shape)
+        cases.append(Case(name, grad, ctx.of(logp), T(target, grad=False),
+                          ctx.of(wt) if wt is not None else None, r, ignore, ctx.of(total)))
+    return cases
+
+
+@register("native_layer_norm", grad=True, accumulates=True)
+def _layer_norm_cases(ctx):
+    """(input, normalized_shape, weight, bias, eps) -> (out, mean, rstd)."""
+    def case(name, x, normalized, w, b):
+        return Case(name, x, normalized, w, b, 1e-5, loose=(1, 2))
+
+    return [
+        case("5x7x11 over [11]", ctx.t(5, 7, 11), [11], ctx.t(11), ctx.t(11)),
+        case("no weight, no bias", ctx.t(5, 7, 11), [11], None, None),
+        case("over [7, 11]", ctx.t(5, 7, 11), [7, 11], ctx.t(7, 11), ctx.t(7, 11)),
+        case("transposed input", ctx.t(5, 11, 7, layout="transposed"), [7], ctx.t(7), ctx.t(7)),
+        case("sliced input with gaps", ctx.t(5, 13, layout="sliced"), [13], ctx.t(13), None),
+        case("mean offset 10", ctx.of(ctx.values((5, 7, 11)) + 10), [11], ctx.t(11), ctx.t(11)),
+        case("zero-size batch", ctx.t(0, 11), [11], ctx.t(11), ctx.t(11)),
+    ]
+
+
+@register("native_layer_norm_backward", accumulates=True)
+def _layer_norm_backward_cases(ctx):
+    """(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)."""
+    def case(name, shape, normalized, affine=True, mask=(True, True, True), layout="contiguous"):
+        x = ctx.values(shape)
+        w = ctx.values(normalized) if affine else None
+        b = ctx.values(normalized) if affine else None
+        _, mean, rstd = torch.ops.aten.native_layer_norm.default(x, list(normalized), w, b, 1e-5)
+        return Case(name, ctx.t(*shape, layout=layout), ctx.of(x, layout), list(normalized), ctx.of(mean),
+                    ctx.of(rstd), ctx.of(w) if affine else None, ctx.of(b) if affine else None, list(mask))
+
+    return [
+        case("5x7x11 over [11]", (5, 7, 11), (11,)),
+        case("over [7, 11]", (5, 7, 11), (7, 11)),
+        case("no weight, no bias", (5, 7, 11), (11,), affine=False, mask=(True, False, False)),
+        case("grad_input only", (5, 7, 11), (11,), mask=(True, False, False)),
+        case("transposed input", (5, 11, 7), (7,), layout="transposed"),
+        case("zero-size batch", (0, 11), (11,)),
+    ]
+
+
+# (name, input shape, weight shape, bias, stride, padding, dilation, transposed,
+#  output_padding, groups, input layout)
+_CONVOLUTIONS = (
+    ("2x3x11x13, 3x3, padding 1", (2, 3, 11, 13), (5, 3, 3, 3), True, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, "contiguous"),
+    ("stride 2, 3x5 kernel, no bias", (2, 3, 11, 13), (4, 3, 3, 5), False, [2, 2], [0, 0], [1, 1], False, [0, 0], 1, "contiguous"),
+    ("dilation 2", (2, 3, 11, 13), (5, 3, 3, 3), True, [1, 1], [2, 2], [2, 2], False, [0, 0], 1, "contiguous"),
+    ("groups 2", (2, 4, 11, 13), (6, 2, 3, 3), True, [1, 1], [1, 1], [1, 1], False, [0, 0], 2, "contiguous"),
+    ("depthwise", (2, 3, 7, 11), (3, 1, 3, 3), True, [1, 1], [1, 1], [1, 1], False, [0, 0], 3, "contiguous"),
+    ("1x1 kernel", (2, 3, 7, 11), (7, 3, 1, 1), True, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, "contiguous"),
+    ("channels-last input", (2, 3, 11, 13), (5, 3, 3, 3), True, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, "channels_last"),
+    ("1-d", (2, 3, 13), (5, 3, 3), True, [1], [1], [1], False, [0], 1, "contiguous"),
+    ("transposed, stride 2", (2, 3, 7, 11), (3, 5, 3, 3), True, [2, 2], [1, 1], [1, 1], True, [1, 1], 1, "contiguous"),
+    ("zero batch", (0, 3, 11, 13), (5, 3, 3, 3), True, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, "contiguous"),
+)
+
+
+def _conv_bias_size(w_shape, transposed, groups):
+    return w_shape[1] * groups if transposed else w_shape[0]
+
+
+@register("convolution", grad=True, accumulates=True)
+def _convolution_cases(ctx):
+    """aten::convolution: padding, stride, dilation, groups, 1-d, transposed, channels-last."""
+    cases = []
+    for name, xs, ws, bias, stride, pad, dil, tr, opad, groups, layout in _CONVOLUTIONS:
+        b = ctx.t(_conv_bias_size(ws, tr, groups)) if bias else None
+        cases.append(Case(name, ctx.t(*xs, layout=layout), ctx.t(*ws), b, stride, pad, dil, tr, opad, groups))
+    return cases
+
+
+@register("convolution_backward", accumulates=True)
+def _convolution_backward_cases(ctx):
+    """(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+    output_padding, groups, output_mask), grad_output shaped by the CPU forward."""
+    cases = []
+    for name, xs, ws, bias, stride, pad, dil, tr, opad, groups, layout in _CONVOLUTIONS:
+        x, w = ctx.values(xs), ctx.values(ws)
+        out = torch.ops.aten.convolution.default(x, w, None, stride, pad, dil, tr, opad, groups)
+        bias_sizes = [_conv_bias_size(ws, tr, groups)] if bias else None
+        cases.append(Case(name, ctx.t(*out.shape), ctx.of(x, layout), ctx.of(w), bias_sizes, stride, pad, dil,
+                          tr, opad, groups, [True, True, bias]))
+    return cases
+
+
+# (name, input shape, kernel, stride, padding, dilation, ceil_mode, layout); at most
+# 256 elements, so that distinct values stay exact in bfloat16 (no ties).
+_POOLS = (
+    ("1x2x11x11, 3x3 stride 2 padding 1", (1, 2, 11, 11), [3, 3], [2, 2], [1, 1], [1, 1], False, "contiguous"),
+    ("ceil_mode", (1, 2, 11, 11), [3, 3], [2, 2], [1, 1], [1, 1], True, "contiguous"),
+    ("default stride", (1, 2, 11, 11), [2, 2], [], [0, 0], [1, 1], False, "contiguous"),
+    ("dilation 2", (1, 2, 11, 11), [3, 3], [1, 1], [1, 1], [2, 2], False, "contiguous"),
+    ("2x3 kernel, stride 1x2", (2, 1, 7, 13), [2, 3], [1, 2], [0, 1], [1, 1], False, "contiguous"),
+    ("no batch dim", (2, 11, 11), [3, 3], [2, 2], [1, 1], [1, 1], False, "contiguous"),
+    ("channels-last input", (1, 2, 11, 11), [3, 3], [2, 2], [1, 1], [1, 1], False, "channels_last"),
+)
+
+
+@register("max_pool2d_with_indices", grad=True)
+def _max_pool_cases(ctx):
+    """(self, kernel_size, stride, padding, dilation, ceil_mode) -> (out, indices)."""
+    return [Case(name, ctx.t(*shape, domain="unique", layout=layout), k, s, p, d, ceil,
+                 out_dtypes=(ctx.dtype, torch.int64))
+            for name, shape, k, s, p, d, ceil, layout in _POOLS]
+
+
+@register("max_pool2d_with_indices_backward", accumulates=True)
+def _max_pool_backward_cases(ctx):
+    """(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)."""
+    cases = []
+    for name, shape, k, s, p, d, ceil, layout in _POOLS:
+        x = ctx.values(shape, "unique")
+        out, idx = torch.ops.aten.max_pool2d_with_indices.default(x, k, s, p, d, ceil)
+        cases.append(Case(name, ctx.t(*out.shape), ctx.of(x, layout), k, s or k, p, d, ceil, T(idx, grad=False)))
+    return cases
+
+
+# (name, input shape, kernel, stride, padding, ceil_mode, count_include_pad,
+#  divisor_override, layout)
+_AVG_POOLS = (
+    ("2x3x11x13, 3x3 stride 2 padding 1", (2, 3, 11, 13), [3, 3], [2, 2], [1, 1], False, True, None, "contiguous"),
+    ("count_include_pad=False", (2, 3, 11, 13), [3, 3], [2, 2], [1, 1], False, False, None, "contiguous"),
+    ("ceil_mode with padding", (1, 2, 11, 11), [3, 3], [2, 2], [1, 1], True, True, None, "contiguous"),
+    ("ceil_mode, count_include_pad=False", (1, 2, 11, 11), [3, 3], [2, 2], [1, 1], True, False, None, "contiguous"),
+    ("divisor_override=5", (2, 3, 11, 13), [3, 3], [2, 2], [1, 1], False, True, 5, "contiguous"),
+    ("default stride", (2, 3, 11, 13), [2, 2], [], [0, 0], False, True, None, "contiguous"),
+    ("2x3 kernel, stride 1x2, padding 0x1", (2, 1, 7, 13), [2, 3], [1, 2], [0, 1], False, True, None, "contiguous"),
+    ("no batch dim", (3, 11, 13), [3, 3], [2, 2], [1, 1], False, True, None, "contiguous"),
+    ("channels-last input", (2, 3, 11, 13), [3, 3], [2, 2], [1, 1], False, True, None, "channels_last"),
+    ("sliced input with gaps", (2, 3, 7, 11), [2, 2], [2, 2], [0, 0], False, True, None, "sliced"),
+    ("zero batch", (0, 3, 7, 7), [3, 3], [2, 2], [1, 1], False, True, None, "contiguous"),
+)
+
+
+@register("avg_pool2d", grad=True, accumulates=True)
+def _avg_pool_cases(ctx):
+    """(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)."""
+    return [Case(name, ctx.t(*shape, layout=layout), k, s, p, ceil, include_pad, divisor)
+            for name, shape, k, s, p, ceil, include_pad, divisor, layout in _AVG_POOLS]
+
+
+@register("avg_pool2d_backward", accumulates=True)
+def _avg_pool_backward_cases(ctx):
+    """(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+    divisor_override), grad_output shaped by the CPU forward."""
+    cases = []
+    for name, shape, k, s, p, ceil, include_pad, divisor, layout in _AVG_POOLS:
+        x = ctx.values(shape)
+        out = torch.ops.aten.avg_pool2d.default(x, k, s, p, ceil, include_pad, divisor)
+        cases.append(Case(name, ctx.t(*out.shape), ctx.of(x, layout), k, s or k, p, ceil, include_pad, divisor))
+    return cases
+
+
+@register("native_batch_norm", grad=True, accumulates=True)
+def _batch_norm_cases(ctx):
+    """(input, weight, bias, running_mean, running_var, training, momentum, eps); the
+    running statistics it updates are compared too."""
+    def stats(c):
+        return ctx.t(c, grad=False), ctx.t(c, domain="positive", grad=False)
+
+    def case(name, shape, training, affine=True, running=True, layout="contiguous"):
+        c = shape[1]
+        w, b = (ctx.t(c), ctx.t(c)) if affine else (None, None)
+        rm, rv = stats(c) if running else (None, None)
+        return Case(name, ctx.t(*shape, layout=layout), w, b, rm, rv, training, 0.1, 1e-5, loose=(1, 2))
+
+    return [
+        case("4x3x5x7 training", (4, 3, 5, 7), True),
+        case("training without running stats", (4, 3, 5, 7), True, running=False),
+        case("eval", (4, 3, 5, 7), False),
+        case("no affine", (4, 3, 5, 7), True, affine=False),
+        case("2-d input", (7, 3), True),
+        case("channels-last input", (4, 3, 5, 7), True, layout="channels_last"),
+    ]
+
+
+@register("native_batch_norm_backward", accumulates=True)
+def _batch_norm_backward_cases(ctx):
+    """(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
+    train, eps, output_mask), saved statistics from the CPU forward."""
+    def case(name, shape, train, mask=(True, True, True), layout="contiguous"):
+        c = shape[1]
+        x, w = ctx.values(shape), ctx.values((c,))
+        rm, rv = ctx.values((c,)), ctx.values((c,), "positive")
+        _, mean, invstd = torch.ops.aten.native_batch_norm.default(x, w, None, rm.clone(), rv.clone(), train, 0.1, 1e-5)
+        saved = (ctx.of(mean), ctx.of(invstd)) if train else (None, None)
+        return Case(name, ctx.t(*shape, layout=layout), ctx.of(x, layout), ctx.of(w), ctx.of(rm), ctx.of(rv),
+                    *saved, train, 1e-5, list(mask))
+
+    return [
+        case("4x3x5x7 training", (4, 3, 5, 7), True),
+        case("eval", (4, 3, 5, 7), False),
+        case("grad_input only", (4, 3, 5, 7), True, mask=(True, False, False)),
+        case("2-d input", (7, 3), True),
+        case("channels-last input", (4, 3, 5, 7), True, layout="channels_last"),
+    ]

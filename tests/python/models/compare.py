@@ -125,7 +125,9 @@ def train_step(case, cpu_model, inputs, device, dtype=torch.float32, autocast=No
     # per-parameter loop: two implementations of the same step.
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY, eps=ADAM_EPS)
     params_before = {n: _cpu(p) for n, p in model.named_parameters()}
-    ctx = torch.autocast(device_type=torch.device(device).type, dtype=autocast) if autocast else contextlib.nullcontext()
+    ctx = contextlib.nullcontext()
+    if autocast is not None:
+        ctx = torch.autocast(device_type=torch.device(device).type, dtype=autocast)
     with window():
         with ctx:
             loss, output = case.loss(model, x)

@@ -1,19 +1,21 @@
 """Per model family, on one engine: how far the device's float32 training step is
 from CPU, how much of it the engine serves itself, and which ops fall back.
 
-    python tests/python/models/report.py --engine onednn [--case gpt2 ...]
+    python tests/python/models/report.py --engine onednn [--case gpt2 ...] [--markdown]
 
 Runs the float32 step of every case of the suite (the CASES of each test_*.py
 here) once, checks it as the suite does, and prints one row per case:
 - max rel grad diff: the largest max|device - CPU| / max|CPU| over the gradients
-  well above their float32 rounding noise (the suite's tolerance is 1e-4);
+  well above their float32 rounding noise (the suite allows compare.RTOL_FP32);
 - err/tol: the largest ratio of error to the suite's tolerance, all gradients;
 - bf16 diff: under bf16 autocast, the largest ||device - CPU|| / ||CPU|| over the
-  gradients CPU's bf16 run computes to within 3% of its float32 run;
+  gradients CPU's bf16 run computes to within compare.RTOL_BF16 of its float32 run;
 - served: the share of the step's op calls (forward, backward, AdamW step) that the
   engine ran itself; the rest went down the chain (aten_ref) or to the host;
 - falls back: the ops of the step that another engine (or the host) ran, with counts.
-A case whose check fails prints FAIL and the reason instead of the figures.
+A case whose check fails prints FAIL and the reason instead of the figures (a
+failed bf16 check: FAIL in its column, the reason on stderr); the exit status is
+then 1.
 """
 
 import argparse
@@ -65,7 +67,8 @@ def _row(case, openreg, compare, engine):
         bf16 = f"{compare.check_bf16_autocast(case)['max_normwise_grad_diff']:.2e}"
     except Exception as exc:
         bf16 = "FAIL"
-        print(f"{case.name}: bf16 autocast FAIL: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+        print(f"{case.name}: bf16 autocast FAIL: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}",
+              file=sys.stderr)
     total = sum(window.calls.values())
     served = sum(n for (op, e), n in window.calls.items() if e == engine)
     others = {}
@@ -76,10 +79,16 @@ def _row(case, openreg, compare, engine):
             "bf16": bf16, "served": served / total if total else 0.0, "calls": total, "others": others}
 
 
+def _plain(cells):
+    name, rel, worst, bf16, served, calls, others = cells
+    print(f"{name:26} {rel:>17} {worst:>8} {bf16:>9} {served:>7} {calls:>6}  {others}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engine", help="engine name or path (sets OPENREG_ENGINE); default: inherited / built-in")
     parser.add_argument("--case", action="append", help="only these cases (repeatable)")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args(argv)
     if args.engine:
         os.environ["OPENREG_ENGINE"] = args.engine
@@ -93,19 +102,27 @@ def main(argv=None):
 
     cases = [c for c in _cases() if not args.case or c.name in args.case]
     print(f"engine: {engine} (chain {' > '.join(openreg.info()['chain'])}), torch {torch.__version__}")
-    print(f"{'case':22} {'max rel grad diff':>17} {'err/tol':>8} {'bf16 diff':>9} {'served':>7} {'calls':>6}  "
-          "falls back (op@engine: calls)")
+    header = ["case", "max rel grad diff", "err/tol", "bf16 diff", "served", "calls", "falls back (op@engine: calls)"]
+    if args.markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+    else:
+        _plain(header)
     failures = 0
     for case in cases:
         r = _row(case, openreg, compare, engine)
         if "fail" in r:
             failures += 1
-            print(f"{r['name']:22} FAIL  {r['fail']}")
-            continue
-        failures += r["bf16"] == "FAIL"
-        others = ", ".join(f"{k}: {v}" for k, v in r["others"].items()) or "-"
-        print(f"{r['name']:22} {r['rel']:17.2e} {r['worst'][0]:8.3f} {r['bf16']:>9} {r['served']:7.1%} "
-              f"{r['calls']:6d}  {others}")
+            cells = [r["name"], "FAIL", "", "", "", "", r["fail"]]
+        else:
+            failures += r["bf16"] == "FAIL"
+            others = ", ".join(f"{k}: {v}" for k, v in r["others"].items()) or "-"
+            cells = [r["name"], f"{r['rel']:.2e}", f"{r['worst'][0]:.3f}", r["bf16"], f"{r['served']:.1%}",
+                     str(r["calls"]), others]
+        if args.markdown:
+            print("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        else:
+            _plain(cells)
     print(f"{len(cases) - failures}/{len(cases)} cases match CPU (float32 step and bf16 autocast)")
     return 1 if failures else 0
 

@@ -9,6 +9,7 @@ engine's own), 5-D (stack overflow) or 6-D (abort). Every crash runs in a child
 process.
 """
 
+import math
 import os
 import re
 import signal
@@ -35,17 +36,10 @@ def inputs(*shape):
     """Child code: float32 inputs a, b and an output buffer of this shape on the device."""
     return (
         "import torch\n"
-        f"a = torch.arange(float({_numel(shape)})).reshape{shape}.to('openreg')\n"
+        f"a = torch.arange(float({math.prod(shape)})).reshape{shape}.to('openreg')\n"
         "b = (a.cpu() * 0.5).to('openreg')\n"
         "out = torch.empty_like(a)\n"
     )
-
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def run_crash(run_python, engine, code, faulthandler=False):

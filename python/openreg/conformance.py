@@ -224,13 +224,19 @@ def _first_line(exc):
     return (text[0] if text else type(exc).__name__)[:200]
 
 
+# The worker's capture file, named by the parent, so that what a crashing call wrote
+# (the host's fatal-signal line) can still be read after the worker died.
+_CAPTURE_ENV = "_OPENREG_CONFORMANCE_CAPTURE"
+
+
 class _StderrCapture:
     """Captures what is written to file descriptor 2 (the host's routing log)."""
 
     def __enter__(self):
         sys.stderr.flush()
         self._saved = os.dup(2)
-        self._file = tempfile.TemporaryFile()
+        path = os.environ.get(_CAPTURE_ENV)
+        self._file = open(path, "w+b") if path else tempfile.TemporaryFile()
         os.dup2(self._file.fileno(), 2)
         self.text = ""
         return self
@@ -755,7 +761,8 @@ def _run_rounds(engine, args):
 def _one_round(cmd, env, verbose, state):
     """One worker process. Returns (exit status to stop with or None, index of the row
     it died in or None, how it died)."""
-    with tempfile.TemporaryFile(mode="w+") as err:
+    with tempfile.TemporaryFile(mode="w+") as err, tempfile.NamedTemporaryFile() as capture:
+        env = dict(env, **{_CAPTURE_ENV: capture.name})
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=None if verbose else err, text=True)
         current = None
         for line in proc.stdout:
@@ -789,9 +796,15 @@ def _one_round(cmd, env, verbose, state):
         code = proc.wait()
         err.seek(0)
         tail = err.read().strip().splitlines()[-5:]
+        with open(capture.name, "rb") as f:
+            lines = tail + f.read().decode("utf-8", "replace").splitlines()
     if code == 0 and current is None:
         return None, None, ""
     how = _signal_name(code) if code < 0 else f"exit status {code}"
+    # The host's fatal-signal line names the engine, op and arguments that crashed.
+    fatal = [line for line in lines if line.startswith("openreg: fatal signal")]
+    if fatal:
+        how += ": " + fatal[-1][len("openreg: "):]
     if state["rows"] is None or current is None:
         print(f"{_PROG}: the worker process failed ({how}) outside any op:", file=sys.stderr)
         for line in tail:

@@ -164,3 +164,15 @@ def test_abi_coverage_table_survives_a_crashing_case(run_command, describe, cras
         assert re.search(rf"^FAIL: {re.escape(op)} float32 \[[^\]]+\] crashed \(SIGSEGV\)$", proc.stdout,
                          re.M), describe(proc)
     assert proc.stdout.count("float32   float64") == 1, "the header is printed once\n" + describe(proc)
+
+
+def test_torch_level_conformance_names_the_crash_in_its_row(run_command, describe, crashing_engine):
+    """The torch-level mode isolates crashing rows in a worker too; the row carries the
+    host's fatal-signal line (written while the call's log was being captured)."""
+    proc = run_command([sys.executable, "-c", NO_CORE + "import runpy, sys\nsys.argv[0] = 'openreg'\n"
+                        "runpy.run_module('openreg', run_name='__main__')\n", "conformance", crashing_engine,
+                        "--op", "aten::add.out"])
+    assert proc.returncode == 1, describe(proc)
+    row = re.search(r"^aten::add\.out\s+float32\s+FAIL\s+crashed the worker process \(SIGSEGV: fatal signal SIGSEGV "
+                    r"in engine 'fixture_crashes' .* running aten::add\.out \(float32 \[", proc.stdout, re.M)
+    assert row, describe(proc)

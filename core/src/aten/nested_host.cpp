@@ -167,6 +167,7 @@ void nested_host_path(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   c10::DeviceIndex dev = -1;
   std::optional<c10::Device> asked;  // a Device argument: where new results go
   bool nested = false;
+  bool nested_elsewhere = false;  // a nested argument not on the device (CUDA refuses the mix too)
   std::vector<Region> regions;
   for (const auto& a : originals) {
     TORCH_CHECK(!a.isGenerator(), "openreg: ", name,
@@ -177,6 +178,7 @@ void nested_host_path(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (on_device && dev < 0) dev = t.device().index();
       if (t.is_nested()) {
         nested = true;
+        nested_elsewhere = nested_elsewhere || !on_device;
         const auto* nt = get_nested_tensor_impl(t);
         for (const auto* meta : {&nt->get_nested_sizes(), &nt->get_nested_strides(), &nt->get_storage_offsets()}) {
           add_region(&regions, storage_of(*meta), false);
@@ -185,6 +187,8 @@ void nested_host_path(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       add_region(&regions, storage_of(t), on_device);
     });
   }
+  TORCH_CHECK(!nested_elsewhere || dev < 0 || schema.name() == "aten::copy_", "openreg: ", name,
+              ": expected all nested tensors on the openreg device, but one is on the CPU");
   if (dev < 0) dev = current_device();
   const c10::Device device(kDevice, dev);
   c10::Device target = device;
@@ -244,6 +248,35 @@ void reset_nested_host_stats() {
 TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&nested_host_path>());
 }
+
+// Ops with both a NestedTensorCPU kernel and a CompositeImplicitAutograd one
+// (matmul, linear, chunk, narrow): the composite kernel beats a backend fallback
+// and would decompose them on sizes() that nested tensors lack, so the host path
+// is registered for them directly (as CUDA builds register their nested kernels).
+namespace {
+
+struct RegisterDirectNestedRoutes {
+  RegisterDirectNestedRoutes() {
+    static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::NestedTensorPrivateUse1, __FILE__,
+                              __LINE__);
+    auto& d = c10::Dispatcher::singleton();
+    for (const auto& name : d.getAllOpNames()) {
+      if (name.name.rfind("aten::", 0) != 0) continue;
+      auto op = d.findOp(name);
+      if (!op || !op->hasSchema()) continue;
+      if (!op->hasKernelForDispatchKey(c10::DispatchKey::NestedTensorCPU) ||
+          !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+          op->hasKernelForDispatchKey(c10::DispatchKey::NestedTensorPrivateUse1)) {
+        continue;
+      }
+      std::string full = name.name.substr(6);
+      if (!name.overload_name.empty()) full += "." + name.overload_name;
+      lib.impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&nested_host_path>());
+    }
+  }
+} g_register_direct_nested_routes;
+
+}  // namespace
 
 // Dense ops that build nested tensors (CPU and CUDA kernels only): the router
 // would size their outputs as dense tensors.

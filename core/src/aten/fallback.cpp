@@ -49,6 +49,8 @@ struct OpPlan {
   // Per argument: a Scalar (number) argument, whose value cannot change the
   // outputs' metadata, only its type can (except for arange/range).
   std::vector<bool> number_arg;
+  // Sized by the kernel, never by Meta (see kKernelSizedOps).
+  bool kernel_sized = false;
   // Meta results by argument signature (see meta_key): the Meta kernels of many
   // ops are Python (torch._refs), 50-150 us a call; a training loop repeats the
   // same signatures every step.
@@ -84,10 +86,18 @@ bool is_tensor_type(const c10::TypePtr& t) {
           t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType);
 }
 
+// Ops whose CPU kernel (the reference, whose backward the device also runs) shapes
+// some outputs differently from the Meta kernel, so the kernel sizes them: CPU's
+// _embedding_bag leaves offset2bag empty on its sum-mode fast path (its backward
+// then rebuilds it) and sizes bag_size by the number of bags, where Meta sizes
+// both as CUDA does; a Meta-sized, zero-filled offset2bag sent every gradient to bag 0.
+constexpr const char* kKernelSizedOps[] = {"aten::_embedding_bag", "aten::_embedding_bag_forward_only"};
+
 std::unique_ptr<OpPlan> make_plan(const c10::FunctionSchema& schema) {
   auto plan = std::make_unique<OpPlan>();
   plan->name = schema.name();
   if (!schema.overload_name().empty()) plan->name += "." + schema.overload_name();
+  for (const char* op : kKernelSizedOps) plan->kernel_sized = plan->kernel_sized || plan->name == op;
   const auto& args = schema.arguments();
   bool value_shaped = schema.name() == "aten::arange" || schema.name() == "aten::range";
   for (const auto& a : args) {
@@ -390,6 +400,14 @@ void materialize(const MetaResult& m, c10::ArrayRef<c10::IValue> args, const OpP
 // kernel (and remembering the answer, including "dynamic").
 std::shared_ptr<const MetaResult> meta_for(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                                            OpPlan& plan) {
+  if (plan.kernel_sized) {
+    static const auto kDynamic = [] {
+      auto d = std::make_shared<MetaResult>();
+      d->dynamic = true;
+      return d;
+    }();
+    return kDynamic;
+  }
   thread_local std::string key;
   bool cacheable = meta_key(plan, args, &key);
   if (cacheable) {

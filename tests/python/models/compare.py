@@ -71,6 +71,21 @@ class StepResult:
     tied: list
 
 
+def import_transformers():
+    """transformers, which scripts/setup.sh installs; without it the model families
+    built from it skip, except in CI (CI=true), where a skip would hide a missing
+    install step."""
+    import os
+
+    import pytest
+
+    if os.environ.get("CI", "").lower() == "true":
+        import transformers
+
+        return transformers
+    return pytest.importorskip("transformers")
+
+
 def build_model(case):
     """The case's CPU float32 model, from the case's seed (same weights every call)."""
     torch.manual_seed(case.seed)

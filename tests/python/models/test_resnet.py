@@ -8,9 +8,9 @@ import copy
 import pytest
 import torch
 
-from compare import Case, build_model, check_bf16_autocast, check_tensor_fp32, check_train_step, make_inputs
+from compare import Case, build_model, check_bf16_autocast, check_tensor_fp32, check_train_step, import_transformers, make_inputs
 
-transformers = pytest.importorskip("transformers")
+transformers = import_transformers()
 
 LABELS = 5
 

@@ -5,9 +5,9 @@ and bf16 autocast against CPU."""
 import pytest
 import torch
 
-from compare import Case, check_bf16_autocast, check_train_step
+from compare import Case, check_bf16_autocast, check_train_step, import_transformers
 
-transformers = pytest.importorskip("transformers")
+transformers = import_transformers()
 
 LABELS = 5
 

@@ -42,7 +42,7 @@ std::string op_name(const c10::FunctionSchema& schema) {
 // The storage of a nested or dense tensor (TensorImpl::storage() may refuse for nested).
 const c10::Storage& storage_of(const at::Tensor& t) { return t.unsafeGetTensorImpl()->unsafe_storage(); }
 
-// A 1-D tensor over all of a storage's bytes, as `dtype`.
+// How many elements of `dtype` a storage holds.
 int64_t storage_elems(const c10::Storage& s, caffe2::TypeMeta dtype) {
   return static_cast<int64_t>(s.nbytes() / dtype.itemsize());
 }
@@ -98,8 +98,7 @@ void add_region(std::vector<Region>* regions, const c10::Storage& s, bool device
 
 // Maps one CPU result back. `target` is where a new result goes: the device, or
 // the CPU when the op was asked for CPU results (_to_copy(device="cpu")).
-at::Tensor result_to_device(const at::Tensor& r, const std::vector<Region>& regions, c10::Device device,
-                            c10::Device target) {
+at::Tensor result_to_device(const at::Tensor& r, const std::vector<Region>& regions, c10::Device target) {
   if (!r.defined() || r.device().type() == kDevice) return r;
   const c10::Storage& s = storage_of(r);
   const void* start = s.data();
@@ -109,7 +108,7 @@ at::Tensor result_to_device(const at::Tensor& r, const std::vector<Region>& regi
     const int64_t shift_bytes = static_cast<const char*>(start) - region.lo;
     const int64_t item = static_cast<int64_t>(r.dtype().itemsize());
     if (r.is_nested()) return nested_on_storage(r, region.device_storage, shift_bytes / item);
-    return at::empty({0}, r.options().device(device))
+    return at::empty({0}, r.options().device(region.device_storage.device()))
         .set_(region.device_storage, shift_bytes / item + r.storage_offset(), r.sizes(), r.strides());
   }
   if (target.type() != kDevice) return r;
@@ -224,7 +223,7 @@ void nested_host_path(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       stack->push_back(originals[written]);
     } else {
       stack->push_back(map_tensors(cpu[r], [&](const at::Tensor& t) {
-        return result_to_device(t, regions, device, target);
+        return result_to_device(t, regions, target);
       }));
     }
   }

@@ -150,6 +150,10 @@ def test_to_another_device_index_and_dtype(device):
     other = dev.to(f"{device}:1")
     assert other.device == torch.device(device, 1)
     assert_nested_close(other, ref)
+    # results stay on the device of their inputs, views and new tensors alike
+    assert other.to_padded_tensor(0.0).device == other.device
+    assert other.unbind()[1].device == other.device
+    assert (other + other).device == other.device
     as64 = dev.to(torch.float64)
     assert as64.dtype == torch.float64
     assert_nested_close(as64, ref.to(torch.float64))

@@ -56,6 +56,7 @@ TP_ENGINE="$PWD/$TP_BUILD/libopenreg_engine_my_engine.so"
 
 echo "== pytest"
 export OPENREG_TEST_PARTIAL_ENGINE="$PWD/$BUILD_DIR/fixtures/libopenreg_engine_fixture_good.so"
+export OPENREG_TEST_CRASHING_ENGINE="$PWD/$BUILD_DIR/fixtures/libopenreg_engine_fixture_crashes.so"
 export OPENREG_TEST_THIRD_PARTY_ENGINE="$TP_ENGINE"
 "$PY" -m pytest tests/python -q -rs "$@"
 
@@ -64,7 +65,7 @@ export OPENREG_TEST_THIRD_PARTY_ENGINE="$TP_ENGINE"
 # SDK, the package's engines and the benchmark by name, whatever --engine says.
 RERUN_SKIP=(--ignore=tests/python/test_engine_sdk.py --ignore=tests/python/test_conformance_cli.py
             --ignore=tests/python/test_engine_authoring_doc.py --ignore=tests/python/test_native_engines.py
-            --ignore=tests/python/test_bench.py)
+            --ignore=tests/python/test_bench.py --ignore=tests/python/test_crash.py)
 DEFAULT_ENGINE=$("$PY" -c "import torch, openreg; torch.ones(1, device='openreg'); print(openreg.info()['chain'][0])")
 for engine in "${BUILT_ENGINES[@]}" aten_ref "$TP_ENGINE"; do
   [ "$engine" = "$DEFAULT_ENGINE" ] && continue  # the run above used it

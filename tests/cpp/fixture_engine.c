@@ -21,6 +21,13 @@
  *                           (struct_size 40): the host must step by struct_size
  *   FIXTURE_FAKE_REF        fake reference engine "aten_ref" (ANY_OP, no table)
  *                           whose run fills every output with 42; routing tests only
+ *   FIXTURE_CRASHES         "fixture_crashes": fixture_good whose kernels crash on
+ *                           some inputs, for the crash-attribution tests. Both inputs
+ *                           4-D: aten::add.out writes through NULL (SIGSEGV on the
+ *                           calling thread), aten::add.Tensor does so on a thread of
+ *                           its own (like an engine's OpenMP team). Both inputs 5-D:
+ *                           unbounded recursion (a stack overflow). Both 6-D: abort()
+ *                           (what glibc does on heap corruption). Other inputs: correct.
  *
  * Every fixture that loads exports, through get_proc_address, counters the tests
  * read: "fixture_init_count", "fixture_release_count", "fixture_run_count",
@@ -31,6 +38,10 @@
 
 #include <stdio.h>
 #include <string.h>
+#if defined(FIXTURE_CRASHES)
+#include <pthread.h>
+#include <stdlib.h>
+#endif
 
 /* --------------------------------------------------------------- settings */
 
@@ -60,6 +71,8 @@
 #define FX_NAME "fixture_wide_ops"
 #elif defined(FIXTURE_FAKE_REF)
 #define FX_NAME "aten_ref"
+#elif defined(FIXTURE_CRASHES)
+#define FX_NAME "fixture_crashes"
 #else
 #error "define exactly one FIXTURE_* macro"
 #endif
@@ -337,10 +350,58 @@ static openreg_status run_add(const openreg_call* call) {
   return OPENREG_STATUS_OK;
 }
 
+#if defined(FIXTURE_CRASHES)
+
+/* Read through a volatile pointer, so the compiler cannot see the NULL and turn
+ * the store into a trap instruction (SIGILL instead of SIGSEGV). */
+static int* volatile g_null = NULL;
+
+static void* crash_on_own_thread(void* arg) {
+  (void)arg;
+  *g_null = 1;
+  return NULL;
+}
+
+/* Frames the compiler cannot fold into a loop; g_host is never NULL here. */
+static int overflow_stack(volatile char* previous) {
+  volatile char frame[1024];
+  frame[0] = previous ? previous[0] : 1;
+  frame[1] = 0;
+  if (!g_host) return frame[0];
+  return overflow_stack(frame) + frame[1];
+}
+
+static void crash_if_asked(const openreg_call* call) {
+  const openreg_tensor *self, *other;
+  if (call->num_args < 2 || call->args[0].kind != OPENREG_VALUE_TENSOR ||
+      call->args[1].kind != OPENREG_VALUE_TENSOR || !call->args[0].u.tensor || !call->args[1].u.tensor) {
+    return;
+  }
+  self = call->args[0].u.tensor;
+  other = call->args[1].u.tensor;
+  if (self->ndim == 6 && other->ndim == 6) {
+    abort();
+  } else if (self->ndim == 5 && other->ndim == 5) {
+    (void)overflow_stack(NULL);
+  } else if (self->ndim == 4 && other->ndim == 4) {
+    if (strcmp(call->op_name, "aten::add.out") == 0) {
+      *g_null = 1;
+    } else {
+      pthread_t worker;
+      if (pthread_create(&worker, NULL, crash_on_own_thread, NULL) == 0) pthread_join(worker, NULL);
+    }
+  }
+}
+
+#endif
+
 FX_MAYBE_UNUSED static openreg_status fx_run(void* ctx, const openreg_call* call) {
   (void)ctx;
   if (!g_host) return OPENREG_STATUS_NOT_INITIALIZED;
   g_run_count++;
+#if defined(FIXTURE_CRASHES)
+  crash_if_asked(call);
+#endif
   return run_add(call);
 }
 

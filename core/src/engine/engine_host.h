@@ -76,6 +76,50 @@ std::unique_ptr<Engine> load_engine(const std::string& path, const openreg_host*
 openreg_status invoke_run(const Engine& engine, const openreg_call& call, std::string* message);
 openreg_status invoke_supports(const Engine& engine, const openreg_call& call, std::string* message);
 
+// --------------------------------------------------------- crash attribution
+// (crash_handler.cpp) A fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT)
+// during an engine call prints one line to stderr naming the engine, the op and
+// its inputs; then the previously installed handler runs (faulthandler's Python
+// traceback), or the default action: the process dies as it would have.
+
+// Installs the handler once per process; load_engine calls it.
+void install_crash_handler();
+
+struct CallSlot;
+
+// Publishes "this thread is in this engine call" for the handler while alive.
+// Cheap enough for every call: a thread-local load and two stores.
+class EngineCallMark {
+ public:
+  enum Kind { kRun, kSupports, kInit };
+  EngineCallMark(const Engine& engine, const openreg_call* call, Kind kind);  // call: NULL for kInit
+  ~EngineCallMark();
+  EngineCallMark(const EngineCallMark&) = delete;
+  EngineCallMark& operator=(const EngineCallMark&) = delete;
+
+  const Engine* const engine;
+  const openreg_call* const call;
+  const Kind kind;
+
+ private:
+  CallSlot* slot_;
+  const EngineCallMark* previous_;  // an engine call made inside another
+};
+
+struct CrashContext {
+  int signal = 0;
+  long crash_tid = 0;  // the thread the signal hit
+  long call_tid = 0;   // the thread running the call (another one: "outside any engine call")
+  bool has_fault_address = false;
+  uintptr_t fault_address = 0;
+};
+// "SIGSEGV", "SIGABRT", ...; NULL for a signal without a name here.
+const char* signal_name(int signal);
+
+// The handler's line for `mark` into buf (cap >= 8; cut with "..." when longer),
+// newline- and NUL-terminated; returns its length without the NUL. Async-signal-safe.
+size_t format_crash_line(char* buf, size_t cap, const CrashContext& where, const EngineCallMark& mark);
+
 // ------------------------------------------------------------------ registry
 
 struct EngineFile {

@@ -130,6 +130,7 @@ std::unique_ptr<Engine> load_engine(const std::string& path, const openreg_host*
       describe_version(OPENREG_ABI_VERSION_MAJOR, OPENREG_ABI_VERSION_MINOR) +
       "), or choose another engine with OPENREG_ENGINE";
 
+  install_crash_handler();
   dlerror();
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
@@ -198,6 +199,7 @@ std::unique_ptr<Engine> load_engine(const std::string& path, const openreg_host*
   take_thread_error();
   openreg_status st;
   try {
+    EngineCallMark mark(*engine, nullptr, EngineCallMark::kInit);
     st = table->init(table->ctx, host, engine->negotiated_minor);
   } catch (...) {
     st = OPENREG_STATUS_INTERNAL;
@@ -212,6 +214,7 @@ std::unique_ptr<Engine> load_engine(const std::string& path, const openreg_host*
   const openreg_op_info* ops = nullptr;
   int32_t count = 0;
   try {
+    EngineCallMark mark(*engine, nullptr, EngineCallMark::kInit);
     st = table->get_ops(table->ctx, &ops, &count);
   } catch (...) {
     st = OPENREG_STATUS_INTERNAL;
@@ -241,10 +244,11 @@ std::unique_ptr<Engine> load_engine(const std::string& path, const openreg_host*
 namespace {
 
 openreg_status guarded(const Engine& engine, const openreg_call& call, std::string* message,
-                       decltype(openreg_engine::run) fn) {
+                       decltype(openreg_engine::run) fn, EngineCallMark::Kind kind) {
   take_thread_error();
   openreg_status st;
   try {
+    EngineCallMark mark(engine, &call, kind);
     st = fn(engine.table->ctx, &call);
   } catch (const std::exception& e) {
     st = OPENREG_STATUS_INTERNAL;
@@ -263,13 +267,13 @@ openreg_status guarded(const Engine& engine, const openreg_call& call, std::stri
 }  // namespace
 
 openreg_status invoke_run(const Engine& engine, const openreg_call& call, std::string* message) {
-  return guarded(engine, call, message, engine.table->run);
+  return guarded(engine, call, message, engine.table->run, EngineCallMark::kRun);
 }
 
 openreg_status invoke_supports(const Engine& engine, const openreg_call& call, std::string* message) {
   auto fn = engine.supports_fn();
   if (!fn) return OPENREG_STATUS_OK;
-  return guarded(engine, call, message, fn);
+  return guarded(engine, call, message, fn, EngineCallMark::kSupports);
 }
 
 }  // namespace openreg

@@ -569,17 +569,22 @@ void router_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
+// Nested-tensor ops, which run on the host path too (nested_host.cpp).
+std::unordered_map<std::string, uint64_t> nested_host_stats();
+void reset_nested_host_stats();
+
 std::unordered_map<std::string, uint64_t> host_path_stats() {
-  std::unordered_map<std::string, uint64_t> out;
+  std::unordered_map<std::string, uint64_t> out = nested_host_stats();
   std::shared_lock<std::shared_mutex> lock(g_plans_mutex);
   for (const auto& kv : g_plans) {
     uint64_t n = kv.second->host_calls.load(std::memory_order_relaxed);
-    if (n) out[kv.second->name] = n;
+    if (n) out[kv.second->name] += n;
   }
   return out;
 }
 
 void reset_host_path_stats() {
+  reset_nested_host_stats();
   std::shared_lock<std::shared_mutex> lock(g_plans_mutex);
   for (auto& kv : g_plans) kv.second->host_calls = 0;
 }

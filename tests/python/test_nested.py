@@ -74,15 +74,7 @@ def test_transformer_encoder_fast_path_agrees_with_float64_slow_path(device):
     assert torch.all(out[mask] == 0)  # the fast path pads with zeros
 
 
-# need_weights=False: CPU and CUDA return None for the weights; the router sizes
-# the outputs from the Meta kernel, which says an empty tensor, so the device
-# returns tensor([]) (fallback.cpp, reported to the lead).
-WEIGHTS_NONE_DIVERGES = pytest.mark.xfail(
-    strict=True, reason="router gives an empty tensor where CPU's kernel gives None (Meta sizes it)"
-)
-
-
-@pytest.mark.parametrize("need_weights", [True, pytest.param(False, marks=WEIGHTS_NONE_DIVERGES)])
+@pytest.mark.parametrize("need_weights", [True, False])
 def test_multihead_attention_fast_path_with_key_padding_mask(openreg, device, assert_close_cpu, need_weights):
     torch.manual_seed(5)
     mha = nn.MultiheadAttention(D_MODEL, HEADS, batch_first=True).eval()

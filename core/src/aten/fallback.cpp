@@ -87,11 +87,17 @@ bool is_tensor_type(const c10::TypePtr& t) {
 }
 
 // Ops whose CPU kernel (the reference, whose backward the device also runs) shapes
-// some outputs differently from the Meta kernel, so the kernel sizes them: CPU's
-// _embedding_bag leaves offset2bag empty on its sum-mode fast path (its backward
-// then rebuilds it) and sizes bag_size by the number of bags, where Meta sizes
-// both as CUDA does; a Meta-sized, zero-filled offset2bag sent every gradient to bag 0.
-constexpr const char* kKernelSizedOps[] = {"aten::_embedding_bag", "aten::_embedding_bag_forward_only"};
+// some outputs differently from the Meta kernel, so the kernel sizes them, and may
+// leave an optional output undefined:
+//  - CPU's _embedding_bag leaves offset2bag empty on its sum-mode fast path (its
+//    backward then rebuilds it) and sizes bag_size by the number of bags, where Meta
+//    sizes both as CUDA does; a Meta-sized, zero-filled offset2bag sent every
+//    gradient to bag 0;
+//  - _native_multi_head_attention returns no attention weights (None) when they are
+//    not asked for; Meta returns an empty tensor, which nn.MultiheadAttention would
+//    hand to the user.
+constexpr const char* kKernelSizedOps[] = {"aten::_embedding_bag", "aten::_embedding_bag_forward_only",
+                                           "aten::_native_multi_head_attention"};
 
 std::unique_ptr<OpPlan> make_plan(const c10::FunctionSchema& schema) {
   auto plan = std::make_unique<OpPlan>();
@@ -555,7 +561,7 @@ void router_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (dynamic) {
       for (size_t r = 0; r < builder.dynamic_outputs().size(); ++r) {
         const auto& t = builder.dynamic_outputs()[r];
-        TORCH_CHECK(t.defined(), "openreg: engine '", cand.engine->name, "' ran ", plan.name,
+        TORCH_CHECK(t.defined() || plan.kernel_sized, "openreg: engine '", cand.engine->name, "' ran ", plan.name,
                     " but did not allocate output ", r, " through alloc_output");
         stack->emplace_back(t);
       }

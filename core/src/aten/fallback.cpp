@@ -3,6 +3,7 @@
 // them on the device, and asks the engines of the chain in order.
 #include "../runtime/runtime.h"
 #include "call_builder.h"
+#include "boxed_args.h"
 #include "host_alias.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -111,15 +112,11 @@ std::unique_ptr<OpPlan> make_plan(const c10::FunctionSchema& schema) {
     if (auto opt = type->castRaw<c10::OptionalType>()) type = opt->getElementType();
     plan->number_arg.push_back(!value_shaped && type->kind() == c10::TypeKind::NumberType);
   }
-  for (const auto& r : schema.returns()) {
-    int alias = -1;
+  for (size_t ri = 0; ri < schema.returns().size(); ++ri) {
+    const auto& r = schema.returns()[ri];
+    int alias = written_argument(schema, ri);
     const auto* info = r.alias_info();
-    if (info && info->isWrite()) {
-      for (size_t i = 0; i < args.size(); ++i) {
-        const auto* ai = args[i].alias_info();
-        if (ai && ai->isWrite() && ai->beforeSets() == info->beforeSets()) alias = static_cast<int>(i);
-      }
-    } else if (info) {
+    if (info && !info->isWrite()) {
       plan->host_only = true;
       plan->host_reason = "returns a view";
     }
@@ -153,41 +150,6 @@ OpPlan& plan_for(const c10::OperatorHandle& op) {
 }
 
 bool is_device_tensor(const c10::IValue& v) { return v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == kDevice; }
-
-// Applies fn to every tensor in an argument (tensors and tensor lists).
-template <typename F>
-void for_each_tensor(const c10::IValue& v, F&& fn) {
-  if (v.isTensor()) {
-    if (v.toTensor().defined()) fn(v.toTensor());
-  } else if (v.isTensorList() || v.isList()) {
-    for (const auto& item : v.toListRef()) {
-      if (item.isTensor() && item.toTensor().defined()) fn(item.toTensor());
-    }
-  }
-}
-
-// Rebuilds an argument with each tensor mapped through fn (lists keep their type).
-template <typename F>
-c10::IValue map_tensors(const c10::IValue& v, F&& fn) {
-  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(fn(v.toTensor())) : v;
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const auto& t : v.toTensorList()) out.push_back(fn(static_cast<at::Tensor>(t)));
-    return out;
-  }
-  if (v.isList()) {
-    auto in = v.toList();
-    if (in.empty() || !(in.get(0).isTensor() || in.get(0).isNone())) return v;
-    c10::List<std::optional<at::Tensor>> out;
-    for (const auto& item : in) {
-      c10::IValue e = item;
-      if (e.isTensor() && e.toTensor().defined()) out.push_back(fn(e.toTensor()));
-      else out.push_back(std::nullopt);
-    }
-    return out;
-  }
-  return v;
-}
 
 // The signature the Meta kernel sees: everything about the arguments that can
 // change the outputs' metadata. Device tensors reach the Meta kernel as fresh

@@ -10,6 +10,7 @@
 // memory becomes a view of that storage, a new one is copied into a device
 // allocation, and metadata the kernel handed back (nested sizes) stays on the CPU.
 #include "../runtime/runtime.h"
+#include "boxed_args.h"
 #include "host_alias.h"
 
 #include <ATen/NestedTensorImpl.h>
@@ -113,48 +114,6 @@ at::Tensor result_to_device(const at::Tensor& r, const std::vector<Region>& regi
   }
   if (target.type() != kDevice) return r;
   return r.is_nested() ? nested_copy_to_device(r, target) : r.to(target);
-}
-
-template <typename F>
-c10::IValue map_tensors(const c10::IValue& v, F&& fn) {
-  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(fn(v.toTensor())) : v;
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const auto& t : v.toTensorList()) out.push_back(fn(static_cast<at::Tensor>(t)));
-    return out;
-  }
-  if (v.isList()) {
-    auto in = v.toList();
-    if (in.empty() || !(in.get(0).isTensor() || in.get(0).isNone())) return v;
-    c10::List<std::optional<at::Tensor>> out;
-    for (const auto& item : in) {
-      c10::IValue e = item;
-      if (e.isTensor() && e.toTensor().defined()) out.push_back(fn(e.toTensor()));
-      else out.push_back(std::nullopt);
-    }
-    return out;
-  }
-  return v;
-}
-
-template <typename F>
-void for_each_tensor(const c10::IValue& v, F&& fn) {
-  map_tensors(v, [&](const at::Tensor& t) {
-    fn(t);
-    return t;
-  });
-}
-
-// Per schema return: the argument it writes to (in-place and out= ops), or -1.
-int written_argument(const c10::FunctionSchema& schema, size_t r) {
-  const auto* info = schema.returns()[r].alias_info();
-  if (!info || !info->isWrite()) return -1;
-  const auto& args = schema.arguments();
-  for (size_t i = 0; i < args.size(); ++i) {
-    const auto* ai = args[i].alias_info();
-    if (ai && ai->isWrite() && ai->beforeSets() == info->beforeSets()) return static_cast<int>(i);
-  }
-  return -1;
 }
 
 void nested_host_path(const c10::OperatorHandle& op, torch::jit::Stack* stack) {

@@ -88,6 +88,7 @@ memory::desc any_like(const memory::desc& m) {
 
 void check_common(const sdk::Call& call, const sdk::Tensor& input, const sdk::Tensor& weight) {
   dnnl_dt(input.dtype(), "convolution");
+  require_primitives(call, input.dtype());
   require_dtype(call, input.dtype(), {weight});
   OPENREG_SDK_REQUIRE(input.dim() >= 3 && input.dim() <= 5 && weight.dim() == input.dim(), call.op_name(),
                       ": 1-3 spatial dims with a batch dim only (got input ", input.describe(), ")");

@@ -40,7 +40,8 @@ sdk::Kernel guarded(sdk::Kernel k) {
       k(call);
     } catch (const dnnl::error& e) {
       // No implementation for this case (dtype, layout, ISA): the next engine
-      // takes it. Kernels create their primitives before writing any output.
+      // takes it. Kernels create all their primitives before writing any
+      // output, so the decline has written nothing (as the ABI requires).
       if (e.status == dnnl_unimplemented)
         sdk::unsupported(sdk::str(call.op_name(), ": oneDNN has no implementation here (", e.what(), ")"));
       sdk::fail(OPENREG_STATUS_INTERNAL, sdk::str(call.op_name(), ": oneDNN error: ", e.what()));

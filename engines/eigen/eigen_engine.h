@@ -231,6 +231,8 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, con
   if constexpr (std::is_same_v<T, float>) gemm_f32(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
   else gemm_f64(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
+// "avx512", "avx2" or "generic": the GEMM kernel in use, chosen at the first
+// call from the CPU and OPENREG_EIGEN_ISA (throws on a bad value of it).
 const char* gemm_isa();
 
 // ------------------------------------------------------------------ kernels

@@ -207,6 +207,8 @@ sdk::EngineDef build() {
   e.op("aten::avg_pool2d", fl, ee::avg_pool2d);
   e.op("aten::avg_pool2d_backward", fl, ee::avg_pool2d_backward);
 
+  // The GEMM kernel is chosen here, so a bad OPENREG_EIGEN_ISA fails init with its message.
+  e.on_init([](const sdk::Host& h) { h.log(OPENREG_LOG_INFO, std::string("eigen engine: GEMM kernel ") + ee::gemm_isa()); });
   return e;
 }
 

@@ -138,6 +138,10 @@ void unary_t(const sdk::Host& host, Unary kind, const Tensor& out, const Tensor&
       const bool has_lo = p.has_min, has_hi = p.has_max;
       const C vlo = has_lo ? lo : -std::numeric_limits<C>::infinity();
       const C vhi = has_hi ? hi : std::numeric_limits<C>::infinity();
+      if ((has_lo && lo != lo) || (has_hi && hi != hi)) {  // a NaN bound: every output is NaN (as ATen)
+        run([](C) { return std::numeric_limits<C>::quiet_NaN(); });
+        break;
+      }
       // NaN compares false both ways and stays NaN; min wins when lo > hi (as ATen).
       runv(
           [=](C x) {

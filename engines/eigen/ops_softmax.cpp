@@ -104,7 +104,6 @@ void softmax(const Call& call, bool log) {
   require_dtype(call, out, in, "self");
   OPENREG_SDK_REQUIRE(!call.bool_arg(2), call.op_name(), ": half_to_float");
   const int64_t dim = call.int_arg(1);
-  if (getenv("EIGEN_DEBUG") && call.num_args() > 3) fprintf(stderr, "arg3 %s data %p out data %p\n", call.tensor(3).describe().c_str(), call.tensor(3).bytes(), out.bytes());
   sdk::dispatch<float, double>(out.dtype(), "softmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
     softmax_t<T>(call.host(), out, in, dim, log);

@@ -18,8 +18,8 @@ std::string dnnl_version_string() {
                   " (cpu runtime ", v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : v->cpu_runtime == DNNL_RUNTIME_TBB ? "TBB" : "other", ")");
 }
 
-// A kernel wrapper turning oneDNN's exceptions into a decline (primitive
-// creation failures: "no implementation") with the message.
+// A kernel wrapper turning oneDNN's "no implementation" into a decline with
+// the message (other oneDNN errors are INTERNAL).
 // Also picks the thread count: 1 for calls whose largest tensor is below
 // kMemGrain elements, the host's count (torch.get_num_threads()) otherwise;
 // convolution and matmul refine this by FLOPs.
@@ -39,6 +39,11 @@ sdk::Kernel guarded(sdk::Kernel k) {
       Threads threads(threads_for(static_cast<double>(largest_tensor(call)), kMemGrain));
       k(call);
     } catch (const dnnl::error& e) {
+      // No implementation for this case (dtype, layout, ISA): the next engine
+      // takes it. Kernels create all their primitives before writing any
+      // output, so the decline has written nothing (as the ABI requires).
+      if (e.status == dnnl_unimplemented)
+        sdk::unsupported(sdk::str(call.op_name(), ": oneDNN has no implementation here (", e.what(), ")"));
       sdk::fail(OPENREG_STATUS_INTERNAL, sdk::str(call.op_name(), ": oneDNN error: ", e.what()));
     }
   };
@@ -63,8 +68,15 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     const auto f32 = sdk::dtypes::float32, bf16 = sdk::dtypes::bfloat16;
     sdk::EngineDef e("onednn", "0.1.0 (oneDNN " + oe::dnnl_version_string() + ")");
     const auto f64 = sdk::dtypes::float64, i64 = sdk::dtypes::int64;
+    // Ops with a loop of their own serve bfloat16 on any CPU; ops that exist only
+    // as oneDNN primitives serve it only where oneDNN has bf16 primitives (isa.hpp).
     auto op = [&](const char* name, sdk::Kernel k, sdk::SupportsCheck check) {
       e.op(name, {f32, bf16}, oe::guarded(std::move(k)), std::move(check));
+    };
+    const bool bf16_prims = oe::cpu_caps().avx512_core;
+    auto op_prim = [&](const char* name, sdk::Kernel k, sdk::SupportsCheck check) {
+      if (bf16_prims) e.op(name, {f32, bf16}, oe::guarded(std::move(k)), std::move(check));
+      else e.op(name, {f32}, oe::guarded(std::move(k)), std::move(check));
     };
     // Elementwise binaries also serve float64 and int64 (plain loops: Adam's
     // step bookkeeping, BatchNorm's num_batches_tracked).
@@ -73,28 +85,28 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
       else e.op(name, {f32, bf16, f64}, oe::guarded(std::move(k)), std::move(check));
     };
     // matmul
-    op("aten::mm", oe::mm, oe::check_matmul);
-    op("aten::mm.out", oe::mm, oe::check_matmul);
-    op("aten::addmm", oe::addmm, oe::check_matmul);
-    op("aten::addmm.out", oe::addmm, oe::check_matmul);
-    op("aten::addmm_", oe::addmm, oe::check_matmul);
-    op("aten::bmm", oe::bmm, oe::check_matmul);
-    op("aten::bmm.out", oe::bmm, oe::check_matmul);
-    op("aten::baddbmm", oe::baddbmm, oe::check_matmul);
-    op("aten::baddbmm.out", oe::baddbmm, oe::check_matmul);
-    op("aten::baddbmm_", oe::baddbmm, oe::check_matmul);
+    op_prim("aten::mm", oe::mm, oe::check_matmul);
+    op_prim("aten::mm.out", oe::mm, oe::check_matmul);
+    op_prim("aten::addmm", oe::addmm, oe::check_matmul);
+    op_prim("aten::addmm.out", oe::addmm, oe::check_matmul);
+    op_prim("aten::addmm_", oe::addmm, oe::check_matmul);
+    op_prim("aten::bmm", oe::bmm, oe::check_matmul);
+    op_prim("aten::bmm.out", oe::bmm, oe::check_matmul);
+    op_prim("aten::baddbmm", oe::baddbmm, oe::check_matmul);
+    op_prim("aten::baddbmm.out", oe::baddbmm, oe::check_matmul);
+    op_prim("aten::baddbmm_", oe::baddbmm, oe::check_matmul);
     // convolution
-    op("aten::convolution", oe::convolution, oe::check_convolution);
-    op("aten::convolution_backward", oe::convolution_backward, oe::check_convolution_backward);
+    op_prim("aten::convolution", oe::convolution, oe::check_convolution);
+    op_prim("aten::convolution_backward", oe::convolution_backward, oe::check_convolution_backward);
     // softmax
-    op("aten::_softmax", oe::softmax, oe::check_softmax);
-    op("aten::_softmax.out", oe::softmax, oe::check_softmax);
-    op("aten::_log_softmax", oe::log_softmax, oe::check_softmax);
-    op("aten::_log_softmax.out", oe::log_softmax, oe::check_softmax);
-    op("aten::_softmax_backward_data", oe::softmax_backward, oe::check_softmax_backward);
-    op("aten::_softmax_backward_data.out", oe::softmax_backward, oe::check_softmax_backward);
-    op("aten::_log_softmax_backward_data", oe::log_softmax_backward, oe::check_softmax_backward);
-    op("aten::_log_softmax_backward_data.out", oe::log_softmax_backward, oe::check_softmax_backward);
+    op_prim("aten::_softmax", oe::softmax, oe::check_softmax);
+    op_prim("aten::_softmax.out", oe::softmax, oe::check_softmax);
+    op_prim("aten::_log_softmax", oe::log_softmax, oe::check_softmax);
+    op_prim("aten::_log_softmax.out", oe::log_softmax, oe::check_softmax);
+    op_prim("aten::_softmax_backward_data", oe::softmax_backward, oe::check_softmax_backward);
+    op_prim("aten::_softmax_backward_data.out", oe::softmax_backward, oe::check_softmax_backward);
+    op_prim("aten::_log_softmax_backward_data", oe::log_softmax_backward, oe::check_softmax_backward);
+    op_prim("aten::_log_softmax_backward_data.out", oe::log_softmax_backward, oe::check_softmax_backward);
     // reductions
     op("aten::sum.dim_IntList", oe::sum_dim, oe::check_reduction);
     op("aten::sum.IntList_out", oe::sum_dim, oe::check_reduction);
@@ -137,23 +149,24 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     op("aten::nll_loss_forward", oe::nll_loss_forward, oe::check_nll_loss);
     op("aten::nll_loss_backward", oe::nll_loss_backward, oe::check_nll_loss);
     // normalisation
-    op("aten::native_batch_norm", oe::batch_norm, oe::check_batch_norm);
-    op("aten::native_batch_norm_backward", oe::batch_norm_backward, oe::check_batch_norm_backward);
-    op("aten::native_layer_norm", oe::layer_norm, oe::check_layer_norm);
-    op("aten::native_layer_norm_backward", oe::layer_norm_backward, oe::check_layer_norm_backward);
+    op_prim("aten::native_batch_norm", oe::batch_norm, oe::check_batch_norm);
+    op_prim("aten::native_batch_norm_backward", oe::batch_norm_backward, oe::check_batch_norm_backward);
+    op_prim("aten::native_layer_norm", oe::layer_norm, oe::check_layer_norm);
+    op_prim("aten::native_layer_norm_backward", oe::layer_norm_backward, oe::check_layer_norm_backward);
     // pooling
     op("aten::max_pool2d_with_indices", oe::max_pool2d_with_indices, oe::check_max_pool2d);
     op("aten::max_pool2d_with_indices_backward", oe::max_pool2d_with_indices_backward, oe::check_max_pool2d_backward);
-    op("aten::avg_pool2d", oe::avg_pool2d, oe::check_avg_pool2d);
-    op("aten::avg_pool2d_backward", oe::avg_pool2d_backward, oe::check_avg_pool2d_backward);
+    op_prim("aten::avg_pool2d", oe::avg_pool2d, oe::check_avg_pool2d);
+    op_prim("aten::avg_pool2d_backward", oe::avg_pool2d_backward, oe::check_avg_pool2d_backward);
     e.on_init([](const sdk::Host& h) {
       oe::g_host = h;
       oe::g_engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
       // OPENREG_ONEDNN_CACHE_STATS=1: print the primitive cache counters at exit.
       if (const char* v = std::getenv("OPENREG_ONEDNN_CACHE_STATS"); v && *v && *v != '0')
         std::atexit([] { std::fprintf(stderr, "%s\n", oe::cache_summary().c_str()); });
-      h.log(OPENREG_LOG_INFO, "onednn engine: oneDNN " + oe::dnnl_version_string() + ", " +
-                                  std::to_string(h.num_threads()) + " threads (OpenMP max " +
+      h.log(OPENREG_LOG_INFO, "onednn engine: oneDNN " + oe::dnnl_version_string() + ", ISA " + oe::cpu_caps().name +
+                                  (oe::cpu_caps().avx512_core ? "" : " (bfloat16 only in the engine's own loops)") +
+                                  ", " + std::to_string(h.num_threads()) + " threads (OpenMP max " +
                                   std::to_string(omp_get_max_threads()) + ")");
     });
     e.on_release([] { oe::g_host.log(OPENREG_LOG_INFO, oe::cache_summary()); });

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "common.hpp"
+#include "isa.hpp"
 
 namespace onednn_engine {
 

@@ -2,7 +2,8 @@
 // functional, in-place and out= forms. Large tensor-tensor add/sub/mul/div go
 // to oneDNN's binary primitive (src1 broadcast through size-1 dims, alpha as a
 // src1 scale); Python numbers (0-dim wrapped scalars), small tensors, expanded
-// views and maximum/minimum (NaN must propagate, as in ATen) run plain loops.
+// views, maximum/minimum (NaN must propagate, as in ATen) and bfloat16 on CPUs
+// without oneDNN bf16 primitives (isa.hpp) run plain loops.
 #include <cmath>
 #include <type_traits>
 
@@ -52,7 +53,7 @@ struct BinEntry {
 };
 
 bool primitive_ok(const sdk::Tensor& a, const sdk::Tensor& b, const sdk::Tensor& out) {
-  if (out.numel() < kSmall || a.dim() != out.dim() || b.dim() > out.dim()) return false;
+  if (out.numel() < kSmall || !has_primitives(out.dtype()) || a.dim() != out.dim() || b.dim() > out.dim()) return false;
   for (int64_t i = 0; i < a.dim(); ++i)
     if (a.size(i) != out.size(i)) return false;
   return !has_zero_stride(a) && !has_zero_stride(b) && !has_zero_stride(out);

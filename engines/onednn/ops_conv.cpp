@@ -88,6 +88,7 @@ memory::desc any_like(const memory::desc& m) {
 
 void check_common(const sdk::Call& call, const sdk::Tensor& input, const sdk::Tensor& weight) {
   dnnl_dt(input.dtype(), "convolution");
+  require_primitives(call, input.dtype());
   require_dtype(call, input.dtype(), {weight});
   OPENREG_SDK_REQUIRE(input.dim() >= 3 && input.dim() <= 5 && weight.dim() == input.dim(), call.op_name(),
                       ": 1-3 spatial dims with a batch dim only (got input ", input.describe(), ")");
@@ -243,40 +244,32 @@ void convolution_backward_impl(const sdk::Call& call) {
   const memory::desc xmd = md_of(x), wmd = weight_md(w, p.groups, K::transposed), gymd = md_of(gy);
   Key base = conv_key(K::transposed ? "deconv_bwd" : "conv_bwd", p);
   base.add(x).add(w).add(gy);
-  // The forward primitive descriptor is the hint both backward ones need.
-  Buffers b;
-  // diff_dst staged for backward-data, reused by backward-weights when both
-  // primitives want the same layout (one reorder instead of two).
-  std::optional<memory> gy_staged;
+  // Both primitives are created before anything is written, so a decline
+  // (no implementation) leaves the outputs untouched. The forward primitive
+  // descriptor is the hint both backward ones need.
+  std::shared_ptr<BwdDataEntry<K>> data_e;
+  std::shared_ptr<BwdWeightsEntry<K>> weights_e;
+  const memory::desc gwmd = want_gw ? weight_md(gw, p.groups, K::transposed) : wmd;
+  memory::desc gbmd(memory::dims{gy.size(1)}, dnnl_dt(x.dtype(), "convolution_backward"), memory::dims{1});
+  if (want_gb) gbmd = md_of(gb);
   if (want_gx) {
-    const memory::desc gxmd = md_of(gx);
     Key k = base;
     k.add("data").add(gx);
-    auto e = cached<BwdDataEntry<K>>(k, [&] {
+    data_e = cached<BwdDataEntry<K>>(k, [&] {
       auto hint = fwd_pd<K>(xmd, wmd, nullptr, gymd, p, dnnl::prop_kind::forward_training);
       typename K::BwdData::desc d(K::alg, any_like(xmd), any_like(wmd), any_like(gymd), p.strides, p.dilates, p.pad_l,
                                   p.pad_r);
       typename K::BwdData::primitive_desc pd(d, base_attr(), cpu(), hint);
       return BwdDataEntry<K>{pd, typename K::BwdData(pd)};
     });
-    Out out = stage_out(b, gxmd, gx.bytes(), e->pd.diff_src_desc());
-    gy_staged = stage_in(b, gymd, gy.bytes(), e->pd.diff_dst_desc());
-    execute(e->prim, e->pd,
-            {{DNNL_ARG_DIFF_DST, *gy_staged},
-             {DNNL_ARG_WEIGHTS, stage_in(b, wmd, w.bytes(), e->pd.weights_desc())},
-             {DNNL_ARG_DIFF_SRC, out.mem}});
-    out.finish();
   }
   if (want_gw || want_gb) {
-    // The bias gradient comes with the weights gradient: compute both, into
-    // scratch when one of them was not asked for.
-    const memory::desc gwmd = want_gw ? weight_md(gw, p.groups, K::transposed) : wmd;
-    memory::desc gbmd(memory::dims{gy.size(1)}, dnnl_dt(x.dtype(), "convolution_backward"), memory::dims{1});
-    if (want_gb) gbmd = md_of(gb);
+    // The bias gradient comes with the weights gradient: both are computed,
+    // into scratch when one of them was not asked for.
     Key k = base;
     k.add("weights").add(want_gw ? gw : sdk::Tensor(nullptr)).add(want_gb ? gb : sdk::Tensor(nullptr));
     k.add(static_cast<int64_t>(want_gb));
-    auto e = cached<BwdWeightsEntry<K>>(k, [&] {
+    weights_e = cached<BwdWeightsEntry<K>>(k, [&] {
       auto hint = fwd_pd<K>(xmd, wmd, want_gb ? &gbmd : nullptr, gymd, p, dnnl::prop_kind::forward_training);
       using D = typename K::BwdWeights::desc;
       D d = want_gb ? D(K::alg, any_like(xmd), any_like(gwmd), gbmd, any_like(gymd), p.strides, p.dilates, p.pad_l,
@@ -285,6 +278,23 @@ void convolution_backward_impl(const sdk::Call& call) {
       typename K::BwdWeights::primitive_desc pd(d, base_attr(), cpu(), hint);
       return BwdWeightsEntry<K>{pd, typename K::BwdWeights(pd)};
     });
+  }
+  Buffers b;
+  // diff_dst staged for backward-data, reused by backward-weights when both
+  // primitives want the same layout (one reorder instead of two).
+  std::optional<memory> gy_staged;
+  if (data_e) {
+    const auto& e = data_e;
+    Out out = stage_out(b, md_of(gx), gx.bytes(), e->pd.diff_src_desc());
+    gy_staged = stage_in(b, gymd, gy.bytes(), e->pd.diff_dst_desc());
+    execute(e->prim, e->pd,
+            {{DNNL_ARG_DIFF_DST, *gy_staged},
+             {DNNL_ARG_WEIGHTS, stage_in(b, wmd, w.bytes(), e->pd.weights_desc())},
+             {DNNL_ARG_DIFF_SRC, out.mem}});
+    out.finish();
+  }
+  if (weights_e) {
+    const auto& e = weights_e;
     void* gw_ptr = want_gw ? static_cast<void*>(gw.bytes()) : b.alloc(gwmd.get_size());
     Out out = stage_out(b, gwmd, gw_ptr, e->pd.diff_weights_desc());
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, stage_in(b, xmd, x.bytes(), e->pd.src_desc())},

@@ -2,8 +2,9 @@
 // activation backwards (threshold_backward, sigmoid/tanh/gelu_backward).
 // Large tensors whose input and output share one layout go to oneDNN's eltwise
 // primitives; small ones (< 32768 elements, ATen's grain) and odd layouts
-// (expanded inputs, input and output with different strides) run a plain loop
-// in float, on the calling thread for small sizes.
+// (expanded inputs, input and output with different strides) and bfloat16 on
+// CPUs without oneDNN bf16 primitives (isa.hpp) run a plain loop in float, on
+// the calling thread for small sizes.
 #include <cmath>
 #include <cstring>
 
@@ -36,7 +37,8 @@ bool same_layout(const sdk::Tensor& a, const sdk::Tensor& b) {
 constexpr int64_t kCheapPrimitive = 262144;
 
 bool primitive_ok(const sdk::Tensor& a, const sdk::Tensor& b, bool cheap = false) {
-  return a.numel() >= (cheap ? kCheapPrimitive : kSmall) && same_layout(a, b) && !has_zero_stride(a) && is_dense(a);
+  return a.numel() >= (cheap ? kCheapPrimitive : kSmall) && has_primitives(a.dtype()) && same_layout(a, b) &&
+         !has_zero_stride(a) && is_dense(a);
 }
 
 constexpr float kSqrt1_2 = 0.70710678118654752440f;

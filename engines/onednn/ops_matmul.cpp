@@ -106,6 +106,7 @@ void check_matmul(const sdk::Call& call) {
   const int ai = add ? 1 : 0;
   sdk::Tensor a = call.tensor(ai), b = call.tensor(ai + 1), out = call.output(0);
   dnnl_dt(out.dtype(), "matmul");
+  require_primitives(call, out.dtype());
   require_dtype(call, out.dtype(), {a, b});
   if (add) require_dtype(call, out.dtype(), {call.tensor(0)});
 }

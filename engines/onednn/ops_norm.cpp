@@ -68,6 +68,7 @@ bool out_ok(const sdk::Tensor& t) { return !t.defined() || t.numel() == 0 || t.d
 void check_batch_norm(const sdk::Call& call) {
   sdk::Tensor x = call.tensor(0), y = call.output(0);
   dnnl_dt(x.dtype(), call.op_name().data());
+  require_primitives(call, x.dtype());
   require_dtype(call, x.dtype(), {y});
   OPENREG_SDK_REQUIRE(x.dim() >= 2 && x.dim() <= 5, call.op_name(), ": 2-5 dims only");
   OPENREG_SDK_REQUIRE(x.numel() > 0, call.op_name(), ": empty input");
@@ -135,6 +136,7 @@ void batch_norm(const sdk::Call& call) {
 void check_batch_norm_backward(const sdk::Call& call) {
   sdk::Tensor g = call.tensor(0), x = call.tensor(1);
   dnnl_dt(x.dtype(), call.op_name().data());
+  require_primitives(call, x.dtype());
   require_dtype(call, x.dtype(), {g, call.output(0)});
   OPENREG_SDK_REQUIRE(x.dim() >= 2 && x.dim() <= 5, call.op_name(), ": 2-5 dims only");
   OPENREG_SDK_REQUIRE(x.numel() > 0, call.op_name(), ": empty input");
@@ -280,6 +282,7 @@ LnShape ln_shape(const sdk::Call& call, const sdk::Tensor& x, int ns_arg) {
 void check_layer_norm(const sdk::Call& call) {
   sdk::Tensor x = call.tensor(0), y = call.output(0);
   dnnl_dt(x.dtype(), call.op_name().data());
+  require_primitives(call, x.dtype());
   require_dtype(call, x.dtype(), {y});
   OPENREG_SDK_REQUIRE(y.is_contiguous(), call.op_name(), ": strided output");
   OPENREG_SDK_REQUIRE(!has_zero_stride(x), call.op_name(), ": expanded input");
@@ -331,6 +334,7 @@ void layer_norm(const sdk::Call& call) {
 void check_layer_norm_backward(const sdk::Call& call) {
   sdk::Tensor g = call.tensor(0), x = call.tensor(1), gi = call.output(0);
   dnnl_dt(x.dtype(), call.op_name().data());
+  require_primitives(call, x.dtype());
   require_dtype(call, x.dtype(), {g, gi});
   OPENREG_SDK_REQUIRE(!gi.defined() || gi.is_contiguous(), call.op_name(), ": strided grad_input");
   OPENREG_SDK_REQUIRE(!has_zero_stride(x), call.op_name(), ": expanded input");

@@ -176,11 +176,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void maxpool_plane
                                                                                               int64_t b, int64_t e) {
   maxpool_planes<sdk::bfloat16>(a, b, e);
 }
-bool avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  return yes;
-}
+// avx512_core includes F/BW/VL/DQ; ONEDNN_MAX_CPU_ISA caps this loop's choice too.
+bool avx512() { return cpu_caps().avx512_core; }
 
 void check_pool_input(const sdk::Call& call, const sdk::Tensor& x) {
   dnnl_dt(x.dtype(), call.op_name().data());
@@ -352,6 +349,7 @@ std::shared_ptr<AvgEntry> avg_entry(const sdk::Call& call, const sdk::Tensor& x,
 void check_avg_pool2d(const sdk::Call& call) {
   sdk::Tensor x = call.tensor(0);
   check_pool_input(call, x);
+  require_primitives(call, x.dtype());
   require_dtype(call, x.dtype(), {call.output(0)});
   OPENREG_SDK_REQUIRE(call.is_none(6), call.op_name(), ": divisor_override is not served");
   OPENREG_SDK_REQUIRE(!has_zero_stride(x), call.op_name(), ": expanded input");
@@ -369,6 +367,7 @@ void avg_pool2d(const sdk::Call& call) {
 void check_avg_pool2d_backward(const sdk::Call& call) {
   sdk::Tensor g = call.tensor(0), x = call.tensor(1);
   check_pool_input(call, x);
+  require_primitives(call, x.dtype());
   require_dtype(call, x.dtype(), {g, call.output(0)});
   OPENREG_SDK_REQUIRE(call.is_none(7), call.op_name(), ": divisor_override is not served");
   OPENREG_SDK_REQUIRE(!has_zero_stride(g), call.op_name(), ": expanded gradient");

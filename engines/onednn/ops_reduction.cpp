@@ -10,7 +10,7 @@ namespace onednn_engine {
 namespace {
 
 struct RedEntry {
-  bool ok = false;
+  bool ok = false;   // oneDNN has a reduction for this case
   bool ref = false;  // oneDNN 2.6 only has its reference kernel for this layout
   dnnl::reduction::primitive_desc pd;
   dnnl::reduction prim;
@@ -18,7 +18,8 @@ struct RedEntry {
 
 // Strided reduction loop in double, for the layouts oneDNN 2.6 only covers
 // with its slow serial reference kernel (sums over outer dims: bias gradients,
-// batch statistics; 32x64x56x56 over (0, 2, 3) took 85 ms there). Parallel over
+// batch statistics; 32x64x56x56 over (0, 2, 3) took 85 ms there), and for the
+// cases it has no reduction for at all (bfloat16 without avx512_core). Parallel over
 // the kept elements (host pool); each one sums its reduced sub-space, whose
 // dims are merged into contiguous runs where the strides allow.
 template <class T>
@@ -115,30 +116,9 @@ void run_reduction(const sdk::Call& call, bool mean) {
     dd = {1};
     ds = {1};
   }
-  if (has_zero_stride(x) && n > 0) {  // expanded input: the loop walks stride 0 as is
-    dispatch_float(x.dtype(), "reduction", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      reduce_loop<T>(x, out, red, ds, mean);
-    });
-    return;
-  }
-  const memory::desc xmd = md_of(x), omd = md_of(out, dd, ds);
-  Key key(mean ? "mean" : "sum");
-  key.add(x).add(dd).add(ds);
-  auto e = cached<RedEntry>(key, [&] {
-    RedEntry r;
-    try {
-      dnnl::reduction::desc d(mean ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum, xmd, omd, 0.0f,
-                              0.0f);
-      r.pd = dnnl::reduction::primitive_desc(d, base_attr(), cpu());
-      r.prim = dnnl::reduction(r.pd);
-      r.ok = true;
-      r.ref = std::string(r.pd.impl_info_str()).rfind("ref", 0) == 0;
-    } catch (const dnnl::error&) {
-    }
-    return r;
-  });
-  if (!e->ok) {  // nothing reduced (only size-1 dims): a copy
+  bool reduces = false;  // some reduced dim has more than one element
+  for (int64_t i = 0; i < n; ++i) reduces = reduces || (red[static_cast<size_t>(i)] && x.size(i) > 1);
+  if (!reduces) {  // only size-1 dims reduced (or a 0-dim input): a copy
     dispatch_float(out.dtype(), "reduction", [&](auto tag) {
       using T = typename decltype(tag)::type;
       sdk::Shape shape = sdk::shape_of(x);
@@ -155,13 +135,32 @@ void run_reduction(const sdk::Call& call, bool mean) {
     });
     return;
   }
-  if (e->ref && n > 0) {
+  auto loop = [&] {
     dispatch_float(x.dtype(), "reduction", [&](auto tag) {
       using T = typename decltype(tag)::type;
       reduce_loop<T>(x, out, red, ds, mean);
     });
-    return;
-  }
+  };
+  // Expanded inputs (the loop walks stride 0 as is) and dtypes oneDNN has no
+  // primitive for on this CPU.
+  if (has_zero_stride(x) || !has_primitives(x.dtype())) return loop();
+  const memory::desc xmd = md_of(x), omd = md_of(out, dd, ds);
+  Key key(mean ? "mean" : "sum");
+  key.add(x).add(dd).add(ds);
+  auto e = cached<RedEntry>(key, [&] {
+    RedEntry r;
+    try {
+      dnnl::reduction::desc d(mean ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum, xmd, omd, 0.0f,
+                              0.0f);
+      r.pd = dnnl::reduction::primitive_desc(d, base_attr(), cpu());
+      r.prim = dnnl::reduction(r.pd);
+      r.ok = true;
+      r.ref = std::string(r.pd.impl_info_str()).rfind("ref", 0) == 0;
+    } catch (const dnnl::error&) {
+    }
+    return r;
+  });
+  if (!e->ok || e->ref) return loop();
   execute(e->prim, e->pd, {{DNNL_ARG_SRC, make_mem(x, xmd)}, {DNNL_ARG_DST, make_mem(out, omd)}});
 }
 

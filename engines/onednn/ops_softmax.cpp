@@ -96,6 +96,7 @@ void backward(const sdk::Call& call, bool log) {
 void check_softmax(const sdk::Call& call) {
   sdk::Tensor x = call.tensor(0), y = call.output(0);
   dnnl_dt(x.dtype(), call.op_name().data());
+  require_primitives(call, x.dtype());
   require_dtype(call, x.dtype(), {y});
   OPENREG_SDK_REQUIRE(!call.bool_arg(2), call.op_name(), ": half_to_float is not served");
   // torch 2.13's CPU _softmax.out/_log_softmax.out ignore the strides of a
@@ -108,6 +109,7 @@ void check_softmax(const sdk::Call& call) {
 void check_softmax_backward(const sdk::Call& call) {
   sdk::Tensor g = call.tensor(0), y = call.tensor(1), gx = call.output(0);
   dnnl_dt(g.dtype(), call.op_name().data());
+  require_primitives(call, g.dtype());
   require_dtype(call, g.dtype(), {y, gx});
   const auto& v = call.arg(3);
   OPENREG_SDK_REQUIRE(v.kind != OPENREG_VALUE_DTYPE || sdk::same_dtype(v.u.dtype, g.dtype()), call.op_name(),

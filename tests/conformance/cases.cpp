@@ -10,6 +10,7 @@
 
 #include <openreg/sdk/dtype.hpp>
 
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -169,6 +170,11 @@ std::vector<Case> unary(const Name& n, openreg_dtype d) {
     b.c.strided_outputs = s.strided_out;
     cases.push_back(b.done());
   }
+  if (n.root == "clamp" && is_float(d)) {  // a NaN bound makes every output NaN (ATen)
+    Builder b("5x7 NaN min, no max");
+    b.tensor(T(d, {5, 7})).arg(Arg::scalar(std::nan(""))).arg(Arg::none());
+    cases.push_back(b.done());
+  }
   Builder p("1024x1024 (perf)");
   p.tensor(T(d, {1024, 1024}, Layout::Contiguous, dom));
   extra(p, 0);
@@ -309,8 +315,9 @@ std::vector<Case> reduction(const Name& n, openreg_dtype d) {
     std::string label;
     Shape shape;
     Layout layout;
-    std::vector<int64_t> dims;
+    std::vector<int64_t> dims;  // {}: every dim
     bool keepdim;
+    bool strided_out = false;
   };
   const bool index_op = n.root == "argmax" || n.root == "argmin" || (n.root == "max" && n.overload == "dim") ||
                         (n.root == "min" && n.overload == "dim");
@@ -319,14 +326,18 @@ std::vector<Case> reduction(const Name& n, openreg_dtype d) {
       {"5x7x11 dim -1 keepdim", {5, 7, 11}, Layout::Contiguous, {-1}, true},
       {"5x7x11 dims 0,2", {5, 7, 11}, Layout::Contiguous, {0, 2}, false},
       {"11x13 transposed dim 0", {11, 13}, Layout::Transposed, {0}, false},
-      {"5x7x11 strided+offset dim 2", {5, 7, 11}, Layout::Gapped, {2}, false},
+      {"5x7x11 strided+offset dim 2, strided output", {5, 7, 11}, Layout::Gapped, {2}, false, true},
       {"zero-size 0x3 dim 1", {0, 3}, Layout::Contiguous, {1}, false},
       {"257x263 dim 1 (parallel path)", {257, 263}, Layout::Contiguous, {1}, false},
       {"257x263 dim 0", {257, 263}, Layout::Contiguous, {0}, false},
+      // Only size-1 dims reduced: nothing to add up, the output is the input.
+      {"5x1x7 dim 1 (size 1)", {5, 1, 7}, Layout::Contiguous, {1}, false},
+      {"5x7x11 every dim (empty dim list)", {5, 7, 11}, Layout::Contiguous, {}, false},
   };
   std::vector<Case> cases;
   for (const auto& s : shapes) {
     if (index_op && s.dims.size() != 1) continue;
+    if (n.root == "sum" && n.overload.empty() && s.dims.empty()) continue;  // sum(self): already every dim
     Builder b(s.label);
     b.tensor(T(d, s.shape, s.layout));
     if (n.root == "sum" && n.overload.empty()) {
@@ -341,6 +352,7 @@ std::vector<Case> reduction(const Name& n, openreg_dtype d) {
       if (n.root == "sum" || n.root == "mean") b.arg(Arg::none());
     }
     b.c.tol_scale = 10;
+    b.c.strided_outputs = s.strided_out;
     cases.push_back(b.done());
   }
   const int outputs = (n.root == "max" || n.root == "min") && !n.out && n.overload == "dim" ? 2 : 1;

@@ -230,6 +230,64 @@ def repo_root():
     return REPO_ROOT
 
 
+# Trains examples/train.py's model for a few steps on CPU and on the device from the
+# same initial weights and batches; prints each step's loss and the engines that served.
+_TRAIN_STEPS = """
+import json, sys, torch, torch.nn as nn
+sys.path.insert(0, sys.argv[1])
+import openreg
+from train import load_data, make_model
+
+x, y, _, _ = load_data(0)
+torch.manual_seed(0)
+init = make_model().state_dict()
+losses = {}
+for device in ("cpu", "openreg"):
+    model = make_model()
+    model.load_state_dict(init)
+    model.to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    openreg.reset_stats()
+    losses[device] = []
+    for step in range(12):
+        xb, yb = x[step * 64:(step + 1) * 64].to(device), y[step * 64:(step + 1) * 64].to(device)
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        losses[device].append(loss.item())
+served = {}
+for per_engine in openreg.stats().values():
+    for engine, n in per_engine.items():
+        served[engine] = served.get(engine, 0) + n
+print(json.dumps({"losses": losses, "served": served}))
+"""
+
+
+@pytest.fixture
+def assert_trains_like_cpu(run_python):
+    """``assert_trains_like_cpu(env_extra=None)`` -> {engine: op calls served}.
+
+    Trains the example CNN 12 Adam steps on CPU and on the device (in a fresh process,
+    ``env_extra`` choosing the engine) from the same weights and batches, and asserts
+    each step's loss matches CPU's within float32 rounding. Per-step losses are a
+    steadier comparison than final test accuracy, which flips on a few images."""
+    import json
+
+    def check(env_extra=None):
+        proc = run_python(_TRAIN_STEPS.replace("sys.argv[1]", repr(os.path.join(REPO_ROOT, "examples"))),
+                          env_extra)
+        assert proc.returncode == 0, describe_process(proc)
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        cpu, dev = result["losses"]["cpu"], result["losses"]["openreg"]
+        assert cpu[-1] < 0.8 * cpu[0], f"the run does not train, so it checks little: {cpu}"
+        for step, (a, b) in enumerate(zip(cpu, dev)):
+            assert abs(a - b) <= 1e-4 * max(1.0, abs(a)), f"step {step}: loss {b} on the device, {a} on CPU"
+        return result["served"]
+
+    return check
+
+
 def _build_engine(src, build, name):
     """Builds the engine project in ``src`` (a CMakeLists.txt using
     find_package(openreg) + openreg_add_engine(<name>)) into ``build`` against the

@@ -22,14 +22,15 @@ def _accuracy(out: str) -> float:
     return float(m.group(1))
 
 
-def test_train_example_matches_cpu_accuracy():
+def test_train_example_trains_on_the_device():
+    """The main job end to end: train.py reaches its accuracy on the device and names
+    the engine that served it."""
     dev = _train("openreg")
     assert dev.returncode == 0, dev.stderr[-2000:]
-    cpu = _train("cpu")
-    assert cpu.returncode == 0, cpu.stderr[-2000:]
-    acc_dev, acc_cpu = _accuracy(dev.stdout), _accuracy(cpu.stdout)
-    assert acc_dev >= 95.0
-    # Same seed, same data order: the device may differ from CPU only by rounding.
-    assert abs(acc_dev - acc_cpu) <= 1.0, (acc_dev, acc_cpu)
-    # The engine summary names the engine that served the ops.
+    assert _accuracy(dev.stdout) >= 95.0
     assert re.search(r"ops by engine: .*\w+=\d+", dev.stdout), dev.stdout
+
+
+def test_train_example_steps_match_cpu(assert_trains_like_cpu):
+    """Same weights, same batches: each step's loss is CPU's up to float32 rounding."""
+    assert_trains_like_cpu()

@@ -253,6 +253,12 @@ def cpu_description():
             "features": {f: f in flags for f in CPU_FEATURES}}
 
 
+def fail(message):
+    """Exit 2 (1 means a missed target under --check)."""
+    print(f"overhead.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def engines_to_run(arg):
     """The --engine values (names or library paths), or every built in-tree engine."""
     import openreg
@@ -261,7 +267,7 @@ def engines_to_run(arg):
         wanted = [e.strip() for e in arg.split(",") if e.strip()]
         unknown = [e for e in wanted if os.sep not in e and e not in built]
         if unknown:
-            raise SystemExit(f"overhead.py: engine(s) not built: {', '.join(unknown)} (built: {', '.join(built)})")
+            fail(f"engine(s) not built: {', '.join(unknown)} (built: {', '.join(built)})")
         return wanted
     return [e for e in IN_TREE_ENGINES if e in built]
 
@@ -274,7 +280,7 @@ def run_child(engine, args):
                 "--round-ms", str(args.round_ms), "--warmup", str(args.warmup)]
         proc = subprocess.run(argv, env={**os.environ, "OPENREG_ENGINE": engine})
         if proc.returncode != 0:
-            raise SystemExit(f"overhead.py: the run on engine {engine!r} failed (exit {proc.returncode})")
+            fail(f"the run on engine {engine!r} failed (exit {proc.returncode})")
         with open(path) as f:
             return json.load(f)
 
@@ -291,6 +297,10 @@ def summarise(result):
     result["geomean"] = {
         t: math.exp(statistics.fmean(math.log(fig["ratio"]) for fig in per_op.values()))
         for t, per_op in result["threads"].items()}
+
+
+def threads_label(t):
+    return f"{t} thread" + ("" if str(t) == "1" else "s")
 
 
 def target_cell(value, target):
@@ -321,7 +331,7 @@ def print_report(results, args, machine):
     missed, noisy = [], set()
     for t in map(str, args.threads):
         print()
-        print(f"## {t} thread{'s' if t != '1' else ''}")
+        print(f"## {threads_label(t)}")
         print()
         header = ["op", "torch CPU us", "torch CPU spread"] + [f"{r['engine']} us (ratio)" for r in results]
         print("| " + " | ".join(header) + " |")
@@ -336,7 +346,7 @@ def print_report(results, args, machine):
             for r, fig in zip(results, figs):
                 target = OP_TARGETS.get((r["engine"], name))
                 if target is not None and fig["ratio"] > target:
-                    missed.append(f"{r['engine']} {name} ({t} threads)")
+                    missed.append(f"{r['engine']} {name} ({threads_label(t)})")
                 mark = " *" if fig["fallback"] else ""
                 cells.append(f"{fig['dev_us']:.2f} ({fig['ratio']:.2f}x{target_cell(fig['ratio'], target)}){mark}")
             print("| " + " | ".join(cells) + " |")
@@ -344,7 +354,7 @@ def print_report(results, args, machine):
         for r in results:
             g, target = r["geomean"][t], GEOMEAN_TARGETS.get(r["engine"])
             if target is not None and g > target:
-                missed.append(f"{r['engine']} geomean ({t} threads)")
+                missed.append(f"{r['engine']} geomean ({threads_label(t)})")
             cells.append(f"{g:.2f}x{target_cell(g, target)}")
         print("| " + " | ".join(cells) + " |")
     print()
@@ -358,7 +368,7 @@ def print_report(results, args, machine):
     if missed:
         print("targets missed: " + "; ".join(missed))
     print("geomean device/CPU: " + "; ".join(
-        f"{r['engine']} " + ", ".join(f"{r['geomean'][t]:.2f}x ({t} thr)" for t in map(str, args.threads))
+        f"{r['engine']} " + ", ".join(f"{r['geomean'][t]:.2f}x ({threads_label(t)})" for t in map(str, args.threads))
         for r in results))
     return missed
 
@@ -398,13 +408,14 @@ def main(argv=None):
     if args.child:
         return child(args)
     machine = {**cpu_description(), "default_threads": torch.get_num_threads()}
+    engines = engines_to_run(args.engine)
+    if not engines:
+        fail("no engine built")
     results = []
-    for engine in engines_to_run(args.engine):
+    for engine in engines:
         result = run_child(engine, args)
         summarise(result)
         results.append(result)
-    if not results:
-        raise SystemExit("overhead.py: no engine built")
     missed = print_report(results, args, machine)
     if args.json:
         with open(args.json, "w") as f:

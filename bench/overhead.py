@@ -10,14 +10,15 @@ issue 11's direction, the inverse of bench/engines.py's.
 
 The ops (OPS below) are small enough that their kernels take about as long as
 the path around them, so the ratio shows what the device adds to each call.
-The engine is chosen once, when the device initialises, so each engine runs in a
-child process of its own (this script with --child); in it every op, for each
-thread count (torch.set_num_threads), alternates torch CPU and device rounds
-(the order flips each round) and keeps the median of each side. A round is a
-loop of N calls timed with time.perf_counter_ns, N chosen so that the slower
-side's loop takes about --round-ms; the device's loop ends with
-torch.openreg.synchronize(), so the figures stay right if ops become
-asynchronous. The geometric mean of the ratios is printed last.
+The engine is chosen once, when the device initialises, so each engine runs in
+a child process of its own (this script with --child). In it, for each thread
+count (torch.set_num_threads), every op alternates torch CPU and device rounds
+(the order flips each round; the ops take turns, round by round) and keeps the
+median of each side. A round is a loop of N calls timed with
+time.perf_counter_ns, N chosen so that the slower side's loop takes about
+--round-ms; the device's loop ends with torch.openreg.synchronize(), so the
+figures stay right if ops become asynchronous. The geometric mean of the
+ratios is printed last.
 
 This is a benchmark, not a test: it asserts nothing about the timings. Issue
 11's targets are printed beside the figures; --check exits 1 when one is missed.
@@ -192,7 +193,8 @@ def served_by(fn):
     return openreg.stats()
 
 
-def measure_op(builder, seed, rounds, round_ns, warmup):
+def prepare_op(builder, seed, round_ns, warmup):
+    """The op's torch CPU and device callables, checked alike, warm, and its N."""
     cpu = builder(Inputs("cpu", seed))
     dev = builder(Inputs("openreg", seed))
     # Same inputs, same answer: guards against timing something else than meant.
@@ -201,18 +203,29 @@ def measure_op(builder, seed, rounds, round_ns, warmup):
         cpu()
         dev()
     torch.openreg.synchronize()
-    n = calls_per_round(cpu, dev, round_ns)
-    cpu_ns, dev_ns = [], []
+    return {"cpu": cpu, "dev": dev, "calls_per_round": calls_per_round(cpu, dev, round_ns)}
+
+
+def measure_ops(rounds, round_ns, warmup):
+    """Raw figures of every op at the current thread count. Round r of every op
+    runs before round r + 1 of any, so a burst of load on the machine lands on
+    one round of many ops rather than on every round of one op."""
+    prepared = {name: prepare_op(builder, seed, round_ns, warmup) for seed, (name, _, builder) in enumerate(OPS)}
+    figures = {name: {"calls_per_round": p["calls_per_round"], "cpu_ns": [], "dev_ns": []}
+               for name, p in prepared.items()}
     gc.collect()
     gc.disable()
     try:
         for r in range(rounds):
-            sides = [(cpu, _no_sync, cpu_ns), (dev, torch.openreg.synchronize, dev_ns)]
-            for fn, sync, out in (sides if r % 2 == 0 else sides[::-1]):
-                out.append(loop_ns(fn, n, sync))
+            for name, p in prepared.items():
+                sides = [(p["cpu"], _no_sync, "cpu_ns"), (p["dev"], torch.openreg.synchronize, "dev_ns")]
+                for fn, sync, key in (sides if r % 2 == 0 else sides[::-1]):
+                    figures[name][key].append(loop_ns(fn, p["calls_per_round"], sync))
     finally:
         gc.enable()
-    return {"calls_per_round": n, "cpu_ns": cpu_ns, "dev_ns": dev_ns, "served_by": served_by(dev)}
+    for name, p in prepared.items():
+        figures[name]["served_by"] = served_by(p["dev"])
+    return figures
 
 
 def child(args):
@@ -227,9 +240,7 @@ def child(args):
            "threads": {}}
     for threads in args.threads:
         torch.set_num_threads(threads)
-        out["threads"][str(threads)] = {
-            name: measure_op(builder, seed, args.rounds, args.round_ms * 1e6, args.warmup)
-            for seed, (name, _call, builder) in enumerate(OPS)}
+        out["threads"][str(threads)] = measure_ops(args.rounds, args.round_ms * 1e6, args.warmup)
     with open(args.child, "w") as f:
         json.dump(out, f)
     return 0

@@ -1,6 +1,6 @@
-"""bench/engines.py runs (a smoke run with tiny sizes): it is a benchmark, so
-nothing here looks at the timings, only that every case ran on the device and
-was compared with torch CPU."""
+"""bench/engines.py and bench/overhead.py run (smoke runs: tiny sizes, one
+round): they are benchmarks, so nothing here looks at the timings, only that
+every case ran on the device and was compared with torch CPU."""
 
 import os
 import re
@@ -17,3 +17,32 @@ def test_engine_benchmark_smoke(run_command, repo_root):
         row = next((l for l in out.splitlines() if l.startswith(case)), None)
         assert row is not None, f"no row for {case!r} in:\n{out}"
         assert re.search(r"\d+\.\d+x", row), row
+
+
+# Issue 11's fixed list of small ops, each a row of bench/overhead.py's tables.
+OVERHEAD_OPS = ("add", "mul_", "relu", "sum", "mm", "linear", "softmax", "layer_norm", "gelu",
+                "embedding", "index_select", "cat", "where")
+
+
+def test_overhead_benchmark_smoke(run_command, repo_root, openreg):
+    # The engine this suite runs on (bench/overhead.py alone would run every built one).
+    engine = os.environ.get("OPENREG_ENGINE") or openreg.info()["chain"][0]
+    script = os.path.join(repo_root, "bench", "overhead.py")
+    proc = run_command([sys.executable, script, "--quick", "--rounds", "1", "--engine", engine])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "above 1.0x the device is SLOWER" in out, out
+    assert re.search(r"vector features: avx2 (yes|no), avx512f (yes|no), avx512_bf16 (yes|no)", out), out
+    tables = re.split(r"^## (\d+) threads?$", out, flags=re.M)
+    assert tables[1::2] == ["1", "2"], out
+    for threads, table in zip(tables[1::2], tables[2::2]):
+        rows = [l for l in table.splitlines() if l.startswith("| ")]
+        columns = [c.strip() for c in rows[0].strip("|").split("|")]
+        assert columns[:2] == ["op", "torch CPU us"], rows[0]
+        assert re.fullmatch(r"\S+ us \(ratio\)", columns[-1]), rows[0]
+        for op in OVERHEAD_OPS:
+            row = next((r for r in rows[1:] if r.startswith(f"| {op} ")), None)
+            assert row is not None, f"no row for {op!r} with {threads} threads in:\n{out}"
+            assert re.search(r"\| \d+\.\d+ \(\d+\.\d+x", row), row
+        assert rows[-1].startswith("| geomean") and re.search(r"\d+\.\d+x", rows[-1]), rows[-1]
+    assert re.search(r"^geomean device/CPU: .*\d+\.\d+x", out.strip().splitlines()[-1]), out

@@ -379,7 +379,8 @@ def print_report(results, args, machine):
         print("| " + " | ".join(cells) + " |")
     print()
     for r in results:
-        fallbacks = sorted({name for per_op in r["threads"].values() for name, fig in per_op.items() if fig["fallback"]})
+        fallbacks = sorted({name for per_op in r["threads"].values()
+                            for name, fig in per_op.items() if fig["fallback"]})
         if fallbacks:
             print(f"* {r['engine']}: some calls served by a later engine of the chain: {', '.join(fallbacks)}")
     if noisy:

@@ -33,7 +33,7 @@ extern "C" {
 /* ---------------------------------------------------------------- versions */
 
 #define OPENREG_ABI_VERSION_MAJOR 1 /* a mismatch refuses the engine */
-#define OPENREG_ABI_VERSION_MINOR 0 /* both sides use min(host, engine) */
+#define OPENREG_ABI_VERSION_MINOR 1 /* both sides use min(host, engine) */
 
 /* First field after struct_size of openreg_engine: "OPENREG1" in ASCII. */
 #define OPENREG_ENGINE_MAGIC 0x314745524E45504FULL
@@ -56,6 +56,17 @@ typedef int32_t openreg_status;
 #define OPENREG_STATUS_OUT_OF_MEMORY 3
 #define OPENREG_STATUS_INTERNAL 4
 #define OPENREG_STATUS_NOT_INITIALIZED 5
+/* [1.1] Kinds of user error, refining INVALID_ARGUMENT, so that the host raises
+ * the Python exception PyTorch raises on CPU for the same input: IndexError (a
+ * dimension or index out of range), TypeError, ValueError, NotImplementedError,
+ * torch.linalg.LinAlgError. An engine returns them only when negotiated_minor >= 1
+ * (a 1.0 host would not know them); INVALID_ARGUMENT stays right for every other
+ * user error (RuntimeError). */
+#define OPENREG_STATUS_INDEX_ERROR 6
+#define OPENREG_STATUS_TYPE_ERROR 7
+#define OPENREG_STATUS_VALUE_ERROR 8
+#define OPENREG_STATUS_NOT_IMPLEMENTED 9
+#define OPENREG_STATUS_LINALG_ERROR 10
 
 /* ------------------------------------------------------------------ dtypes */
 
@@ -301,7 +312,11 @@ typedef struct openreg_engine {
 
   /* [1.0] optional. Answers, before any output is written, whether run() would
    * accept this call (strides, shapes, dtype combinations). Returns OK or
-   * UNSUPPORTED; the reason (through set_error) is shown with OPENREG_VERBOSE. */
+   * UNSUPPORTED; the reason (through set_error) is shown with OPENREG_VERBOSE.
+   * When it is set, the host calls it before every run(): two crossings per call.
+   * [1.1] Leave it NULL unless the engine needs it: run() returning UNSUPPORTED
+   * before writing any output is the normal way to decline, and costs one
+   * crossing. (A 1.0 host and a 1.1 host both call supports when it is set.) */
   openreg_status (*supports)(void* ctx, const openreg_call* call);
 
   /* [1.0] optional. Engine-specific extensions by name; NULL when unknown. */

@@ -94,6 +94,11 @@ const char* status_name(openreg_status status) {
     case OPENREG_STATUS_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
     case OPENREG_STATUS_INTERNAL: return "INTERNAL";
     case OPENREG_STATUS_NOT_INITIALIZED: return "NOT_INITIALIZED";
+    case OPENREG_STATUS_INDEX_ERROR: return "INDEX_ERROR";
+    case OPENREG_STATUS_TYPE_ERROR: return "TYPE_ERROR";
+    case OPENREG_STATUS_VALUE_ERROR: return "VALUE_ERROR";
+    case OPENREG_STATUS_NOT_IMPLEMENTED: return "NOT_IMPLEMENTED";
+    case OPENREG_STATUS_LINALG_ERROR: return "LINALG_ERROR";
     default: return "UNKNOWN_STATUS";
   }
 }

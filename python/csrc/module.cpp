@@ -11,25 +11,13 @@
 
 namespace py = pybind11;
 
-namespace openreg {
-// Defined in core/src/aten/fallback.cpp.
-std::unordered_map<std::string, uint64_t> host_path_stats();
-void reset_host_path_stats();
-}  // namespace openreg
-
 namespace {
 
 py::dict engine_stats() {
   py::dict out;
-  auto stats = openreg::router().stats();
-  for (const auto& [op, per_engine] : stats) {
+  for (const auto& [op, per_engine] : openreg::route_table().stats()) {
     py::dict d;
     for (const auto& [engine, n] : per_engine) d[py::str(engine)] = n;
-    out[py::str(op)] = d;
-  }
-  for (const auto& [op, n] : openreg::host_path_stats()) {
-    py::dict d = out.contains(op) ? py::dict(out[py::str(op)]) : py::dict();
-    d["host_ref"] = n;
     out[py::str(op)] = d;
   }
   return out;
@@ -115,10 +103,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_accumulated_memory_stats",
         [](int i) { openreg::reset_accumulated_memory_stats(static_cast<c10::DeviceIndex>(i)); });
   m.def("_stats", &engine_stats);
-  m.def("_reset_stats", [] {
-    openreg::router().reset_stats();
-    openreg::reset_host_path_stats();
-  });
+  m.def("_reset_stats", [] { openreg::route_table().reset_stats(); });
   m.def("_engines_found", &engines_found);
   m.def("_engine_chain", &engine_chain);
   m.def("_engine_dir", &openreg::builtin_engine_dir);

@@ -1,10 +1,11 @@
 #include "call_builder.h"
 
-#include <ATen/ops/empty.h>
+#include <ATen/EmptyTensor.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
 #include "../runtime/runtime.h"
+#include "op_plan.h"
 
 namespace openreg {
 
@@ -34,175 +35,229 @@ bool to_abi_dtype(at::ScalarType type, openreg_dtype* out) {
   }
 }
 
-CallBuilder::CallBuilder(const c10::FunctionSchema& schema, const std::string& op_name,
-                         c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device_index)
-    : device_index_(device_index) {
-  values_.reserve(args.size());
-  for (size_t i = 0; i < args.size(); ++i) values_.push_back(convert(schema.arguments()[i], args[i]));
-  call_.struct_size = sizeof(openreg_call);
-  call_.op_name = op_name.c_str();
-  call_.op_index = -1;
-  call_.num_args = static_cast<int32_t>(values_.size());
-  call_.args = values_.data();
+// The arrays of one call under construction. Capacity is reserved before any
+// pointer into them is taken, so they never move while the call lives.
+struct CallBuilder::Arena {
+  std::vector<openreg_value> values;
+  std::vector<openreg_tensor> tensors;
+  std::vector<const openreg_tensor*> tensor_items;
+  std::vector<int64_t> ints;
+  std::vector<double> doubles;
+  std::vector<openreg_tensor> outputs;
+
+  void clear() {
+    values.clear();
+    tensors.clear();
+    tensor_items.clear();
+    ints.clear();
+    doubles.clear();
+    outputs.clear();
+  }
+};
+
+namespace {
+
+// One arena per nesting depth per thread: an engine call may build another call
+// (a composite kernel running device ops) while the outer one is alive.
+struct ArenaStack {
+  std::vector<std::unique_ptr<CallBuilder::Arena>> arenas;
+  size_t depth = 0;
+};
+thread_local ArenaStack t_arenas;
+
+CallBuilder::Arena& acquire_arena() {
+  auto& s = t_arenas;
+  if (s.depth == s.arenas.size()) s.arenas.push_back(std::make_unique<CallBuilder::Arena>());
+  auto& a = *s.arenas[s.depth++];
+  a.clear();
+  return a;
 }
 
-const openreg_tensor* CallBuilder::describe(const at::Tensor& t) {
+openreg_tensor describe(const at::Tensor& t) {
   openreg_tensor d{};
   d.struct_size = sizeof(openreg_tensor);
   d.ndim = static_cast<int32_t>(t.dim());
   d.data = t.numel() ? t.data_ptr() : nullptr;
-  d.byte_offset = 0;
-  d.sizes = t.dim() ? t.sizes().data() : nullptr;
-  d.strides = t.dim() ? t.strides().data() : nullptr;
+  d.sizes = d.ndim ? t.sizes().data() : nullptr;
+  d.strides = d.ndim ? t.strides().data() : nullptr;
   TORCH_CHECK(to_abi_dtype(t.scalar_type(), &d.dtype), "openreg: dtype ", t.scalar_type(),
               " cannot be passed to engines");
   d.device_index = t.device().is_cpu() ? -1 : t.device().index();
-  tensors_.push_back(d);
-  return &tensors_.back();
+  return d;
 }
 
-openreg_value CallBuilder::convert(const c10::Argument& arg, const c10::IValue& v) {
+openreg_value scalar_value(const c10::Scalar& s) {
   openreg_value out{};
-  auto type = arg.real_type();
-  if (auto opt = type->castRaw<c10::OptionalType>()) type = opt->getElementType();
-  if (v.isNone()) {
-    if (type->kind() == c10::TypeKind::GeneratorType) {
-      out.kind = OPENREG_VALUE_GENERATOR;
-      next_random_stream(std::nullopt, device_index_, &out.u.generator.seed, &out.u.generator.offset);
-    } else {
-      out.kind = OPENREG_VALUE_NONE;
-    }
-    return out;
-  }
-  switch (type->kind()) {
-    case c10::TypeKind::ScalarTypeType: {
-      out.kind = OPENREG_VALUE_DTYPE;
-      TORCH_CHECK(to_abi_dtype(static_cast<at::ScalarType>(v.toInt()), &out.u.dtype), "openreg: dtype ",
-                  static_cast<at::ScalarType>(v.toInt()), " cannot be passed to engines");
-      return out;
-    }
-    case c10::TypeKind::LayoutType: out.kind = OPENREG_VALUE_LAYOUT; out.u.i = v.toInt(); return out;
-    case c10::TypeKind::MemoryFormatType: out.kind = OPENREG_VALUE_MEMORY_FORMAT; out.u.i = v.toInt(); return out;
-    case c10::TypeKind::NumberType: {
-      out.kind = OPENREG_VALUE_SCALAR;
-      auto s = v.toScalar();
-      if (s.isBoolean()) {
-        out.u.scalar.kind = OPENREG_SCALAR_BOOL;
-        out.u.scalar.v.i = s.toBool();
-      } else if (s.isIntegral(false)) {
-        out.u.scalar.kind = OPENREG_SCALAR_INT;
-        out.u.scalar.v.i = s.toLong();
-      } else if (s.isComplex()) {
-        out.u.scalar.kind = OPENREG_SCALAR_COMPLEX;
-        auto c = s.toComplexDouble();
-        out.u.scalar.v.d = c.real();
-        out.u.scalar.imag = c.imag();
-      } else {
-        out.u.scalar.kind = OPENREG_SCALAR_DOUBLE;
-        out.u.scalar.v.d = s.toDouble();
-      }
-      return out;
-    }
-    case c10::TypeKind::GeneratorType: {
-      out.kind = OPENREG_VALUE_GENERATOR;
-      next_random_stream(v.toGenerator(), device_index_, &out.u.generator.seed, &out.u.generator.offset);
-      return out;
-    }
-    case c10::TypeKind::DeviceObjType: {
-      out.kind = OPENREG_VALUE_DEVICE;
-      auto d = v.toDevice();
-      out.u.i = d.is_cpu() ? -1 : (d.has_index() ? d.index() : current_device());
-      return out;
-    }
-    default: break;
-  }
-  if (v.isTensor()) {
-    const auto& t = v.toTensor();
-    if (!t.defined()) return out;  // NONE
-    out.kind = OPENREG_VALUE_TENSOR;
-    out.u.tensor = describe(t);
-  } else if (v.isTensorList() || v.isList()) {
-    auto list = v.toListRef();
-    c10::TypePtr elem = type->kind() == c10::TypeKind::ListType
-                            ? type->castRaw<c10::ListType>()->getElementType()
-                            : nullptr;
-    if (elem && elem->kind() == c10::TypeKind::OptionalType) {
-      elem = elem->castRaw<c10::OptionalType>()->getElementType();
-    }
-    bool tensors = v.isTensorList() || (elem && elem->kind() == c10::TypeKind::TensorType);
-    if (v.isIntList()) {
-      int_lists_.emplace_back(v.toIntVector());
-      out.kind = OPENREG_VALUE_INT_LIST;
-      out.u.ints = {int_lists_.back().data(), int64_t(int_lists_.back().size())};
-    } else if (v.isDoubleList()) {
-      double_lists_.emplace_back(v.toDoubleVector());
-      out.kind = OPENREG_VALUE_DOUBLE_LIST;
-      out.u.doubles = {double_lists_.back().data(), int64_t(double_lists_.back().size())};
-    } else if (v.isBoolList()) {
-      std::vector<int64_t> b;
-      for (bool x : v.toBoolList()) b.push_back(x);
-      int_lists_.push_back(std::move(b));
-      out.kind = OPENREG_VALUE_BOOL_LIST;
-      out.u.ints = {int_lists_.back().data(), int64_t(int_lists_.back().size())};
-    } else if (tensors) {
-      std::vector<const openreg_tensor*> items;
-      for (const auto& item : list) {
-        items.push_back(item.isTensor() && item.toTensor().defined() ? describe(item.toTensor()) : nullptr);
-      }
-      tensor_lists_.push_back(std::move(items));
-      out.kind = OPENREG_VALUE_TENSOR_LIST;
-      out.u.tensors = {tensor_lists_.back().data(), int64_t(tensor_lists_.back().size())};
-    } else {
-      // SymInt[] and friends arrive as generic lists of ints.
-      std::vector<int64_t> ints;
-      for (const auto& item : list) ints.push_back(item.toInt());
-      int_lists_.push_back(std::move(ints));
-      out.kind = OPENREG_VALUE_INT_LIST;
-      out.u.ints = {int_lists_.back().data(), int64_t(int_lists_.back().size())};
-    }
-  } else if (v.isInt() || v.isSymInt()) {
-    out.kind = OPENREG_VALUE_INT;
-    out.u.i = v.isInt() ? v.toInt() : v.toSymInt().expect_int();
-  } else if (v.isDouble()) {
-    out.kind = OPENREG_VALUE_DOUBLE;
-    out.u.d = v.toDouble();
-  } else if (v.isBool()) {
-    out.kind = OPENREG_VALUE_BOOL;
-    out.u.i = v.toBool();
-  } else if (v.isString()) {
-    strings_.emplace_back(v.toStringRef());
-    out.kind = OPENREG_VALUE_STRING;
-    out.u.str = {strings_.back().data(), int64_t(strings_.back().size())};
+  out.kind = OPENREG_VALUE_SCALAR;
+  if (s.isBoolean()) {
+    out.u.scalar.kind = OPENREG_SCALAR_BOOL;
+    out.u.scalar.v.i = s.toBool();
+  } else if (s.isIntegral(false)) {
+    out.u.scalar.kind = OPENREG_SCALAR_INT;
+    out.u.scalar.v.i = s.toLong();
+  } else if (s.isComplex()) {
+    out.u.scalar.kind = OPENREG_SCALAR_COMPLEX;
+    auto c = s.toComplexDouble();
+    out.u.scalar.v.d = c.real();
+    out.u.scalar.imag = c.imag();
   } else {
-    TORCH_CHECK(false, "openreg: argument '", arg.name(), "' of type ", v.tagKind(),
-                " cannot be passed to engines");
+    out.u.scalar.kind = OPENREG_SCALAR_DOUBLE;
+    out.u.scalar.v.d = s.toDouble();
   }
   return out;
 }
 
-void CallBuilder::set_outputs(const std::vector<at::Tensor>& outputs) {
-  outputs_.clear();
+// How many descriptors, ints and doubles the call needs (so the arena can reserve).
+void count_items(c10::ArrayRef<c10::IValue> args, size_t* tensors, size_t* numbers) {
+  for (const auto& v : args) {
+    if (v.isTensor()) {
+      ++*tensors;
+    } else if (v.isList()) {
+      const size_t n = v.toListRef().size();
+      *tensors += n;
+      *numbers += n;
+    }
+  }
+}
+
+}  // namespace
+
+CallBuilder::CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device_index)
+    : arena_(acquire_arena()) {
+  try {
+    size_t tensors = 0, numbers = 0;
+    count_items(args, &tensors, &numbers);
+    arena_.tensors.reserve(tensors);
+    arena_.tensor_items.reserve(tensors);
+    arena_.ints.reserve(numbers);
+    arena_.doubles.reserve(numbers);
+    arena_.values.resize(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      const c10::IValue& v = args[i];
+      openreg_value& out = arena_.values[i];
+      out = openreg_value{};
+      const ArgKind kind = plan.arg_kinds[i];
+      if (v.isNone()) {
+        if (kind == ArgKind::kGenerator) {
+          out.kind = OPENREG_VALUE_GENERATOR;
+          next_random_stream(std::nullopt, device_index, &out.u.generator.seed, &out.u.generator.offset);
+        }
+        continue;  // OPENREG_VALUE_NONE otherwise
+      }
+      switch (kind) {
+        case ArgKind::kDtype:
+          out.kind = OPENREG_VALUE_DTYPE;
+          TORCH_CHECK(to_abi_dtype(static_cast<at::ScalarType>(v.toInt()), &out.u.dtype), "openreg: dtype ",
+                      static_cast<at::ScalarType>(v.toInt()), " cannot be passed to engines");
+          continue;
+        case ArgKind::kLayout: out.kind = OPENREG_VALUE_LAYOUT; out.u.i = v.toInt(); continue;
+        case ArgKind::kMemoryFormat: out.kind = OPENREG_VALUE_MEMORY_FORMAT; out.u.i = v.toInt(); continue;
+        case ArgKind::kScalar: out = scalar_value(v.toScalar()); continue;
+        case ArgKind::kGenerator:
+          out.kind = OPENREG_VALUE_GENERATOR;
+          next_random_stream(v.toGenerator(), device_index, &out.u.generator.seed, &out.u.generator.offset);
+          continue;
+        case ArgKind::kDevice: {
+          out.kind = OPENREG_VALUE_DEVICE;
+          auto d = v.toDevice();
+          out.u.i = d.is_cpu() ? -1 : (d.has_index() ? d.index() : current_device());
+          continue;
+        }
+        default: break;
+      }
+      // The rest is decided by the value itself (it agrees with the schema type).
+      if (v.isTensor()) {
+        const auto& t = v.toTensor();
+        if (!t.defined()) continue;  // NONE
+        arena_.tensors.push_back(describe(t));
+        out.kind = OPENREG_VALUE_TENSOR;
+        out.u.tensor = &arena_.tensors.back();
+      } else if (v.isList()) {
+        auto list = v.toListRef();
+        if (kind == ArgKind::kTensorList || v.isTensorList()) {
+          const size_t first = arena_.tensor_items.size();
+          for (const auto& item : list) {
+            if (item.isTensor() && item.toTensor().defined()) {
+              arena_.tensors.push_back(describe(item.toTensor()));
+              arena_.tensor_items.push_back(&arena_.tensors.back());
+            } else {
+              arena_.tensor_items.push_back(nullptr);
+            }
+          }
+          out.kind = OPENREG_VALUE_TENSOR_LIST;
+          out.u.tensors = {arena_.tensor_items.data() + first, int64_t(list.size())};
+        } else if (kind == ArgKind::kDoubleList || v.isDoubleList()) {
+          const size_t first = arena_.doubles.size();
+          for (const auto& item : list) arena_.doubles.push_back(item.toDouble());
+          out.kind = OPENREG_VALUE_DOUBLE_LIST;
+          out.u.doubles = {arena_.doubles.data() + first, int64_t(list.size())};
+        } else {
+          // int[], SymInt[] (generic lists of ints) and bool[].
+          const bool bools = kind == ArgKind::kBoolList || v.isBoolList();
+          const size_t first = arena_.ints.size();
+          for (const auto& item : list) {
+            arena_.ints.push_back(bools ? int64_t(item.toBool()) : item.isInt() ? item.toInt()
+                                                                                 : item.toSymInt().expect_int());
+          }
+          out.kind = bools ? OPENREG_VALUE_BOOL_LIST : OPENREG_VALUE_INT_LIST;
+          out.u.ints = {arena_.ints.data() + first, int64_t(list.size())};
+        }
+      } else if (v.isInt() || v.isSymInt()) {
+        out.kind = OPENREG_VALUE_INT;
+        out.u.i = v.isInt() ? v.toInt() : v.toSymInt().expect_int();
+      } else if (v.isDouble()) {
+        out.kind = OPENREG_VALUE_DOUBLE;
+        out.u.d = v.toDouble();
+      } else if (v.isBool()) {
+        out.kind = OPENREG_VALUE_BOOL;
+        out.u.i = v.toBool();
+      } else if (v.isString()) {
+        // The string lives in the IValue, on the caller's stack, for the whole call.
+        const std::string& s = v.toStringRef();
+        out.kind = OPENREG_VALUE_STRING;
+        out.u.str = {s.data(), int64_t(s.size())};
+      } else {
+        TORCH_CHECK(false, "openreg: argument ", i, " of ", plan.name, " (", v.tagKind(),
+                    ") cannot be passed to engines");
+      }
+    }
+  } catch (...) {
+    --t_arenas.depth;
+    throw;
+  }
+  call_.struct_size = sizeof(openreg_call);
+  call_.op_name = plan.name.c_str();
+  call_.op_index = -1;
+  call_.num_args = static_cast<int32_t>(arena_.values.size());
+  call_.args = arena_.values.data();
+}
+
+CallBuilder::~CallBuilder() { --t_arenas.depth; }
+
+void CallBuilder::set_outputs(c10::ArrayRef<at::Tensor> outputs) {
+  arena_.outputs.clear();
   for (const auto& t : outputs) {
     if (t.defined()) {
-      outputs_.push_back(*describe(t));
+      arena_.outputs.push_back(describe(t));
     } else {
       openreg_tensor absent{};
       absent.struct_size = sizeof(openreg_tensor);
       absent.ndim = -1;
-      outputs_.push_back(absent);
+      arena_.outputs.push_back(absent);
     }
   }
-  call_.num_outputs = static_cast<int32_t>(outputs_.size());
-  call_.outputs = outputs_.data();
+  call_.num_outputs = static_cast<int32_t>(arena_.outputs.size());
+  call_.outputs = arena_.outputs.data();
 }
 
 void CallBuilder::set_dynamic_outputs(size_t count, c10::Device device) {
   dynamic_device_ = device;
   dynamic_.assign(count, at::Tensor());
-  outputs_.assign(count, openreg_tensor{});
-  for (auto& o : outputs_) o.struct_size = sizeof(openreg_tensor);
+  openreg_tensor unallocated{};
+  unallocated.struct_size = sizeof(openreg_tensor);
+  arena_.outputs.assign(count, unallocated);
   call_.num_outputs = static_cast<int32_t>(count);
-  call_.outputs = outputs_.data();
+  call_.outputs = arena_.outputs.data();
   call_.flags |= OPENREG_CALL_DYNAMIC_OUTPUTS;
   call_.alloc_output = &CallBuilder::alloc_output;
   call_.host_call_ctx = this;
@@ -229,10 +284,11 @@ openreg_status CallBuilder::alloc_output(const openreg_call* call, int32_t index
   }
   try {
     c10::DeviceGuard guard(self->dynamic_device_);
-    auto t = at::empty(c10::IntArrayRef(sizes, ndim), at::TensorOptions().dtype(st).device(self->dynamic_device_));
+    at::Tensor t = at::detail::empty_generic(c10::IntArrayRef(sizes, ndim), device_allocator(),
+                                       c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), st, std::nullopt);
     self->dynamic_[index] = t;
-    *out = *self->describe(t);
-    self->outputs_[index] = *out;
+    *out = describe(t);
+    self->arena_.outputs[index] = *out;
   } catch (const std::exception& e) {
     set_thread_error(OPENREG_STATUS_OUT_OF_MEMORY, e.what());
     return OPENREG_STATUS_OUT_OF_MEMORY;

@@ -1,5 +1,5 @@
 // The host side of the engine ABI: loading and validating engine libraries,
-// resolving OPENREG_ENGINE into a chain, routing decisions and counters.
+// resolving OPENREG_ENGINE into a chain, the route table and its counters.
 // Deliberately free of torch headers, so it is unit-tested on its own (tests/cpp).
 #pragma once
 
@@ -162,7 +162,7 @@ class Registry {
   std::vector<Engine*> chain_;
 };
 
-// ------------------------------------------------------------------- router
+// -------------------------------------------------------------- route table
 
 // Which engines may serve one (operator, dtype), in order, with call counters.
 struct Route {
@@ -175,21 +175,31 @@ struct Route {
   bool has_dtype = false;
   std::vector<Candidate> candidates;
   std::unique_ptr<std::atomic<uint64_t>[]> calls;  // per candidate
+  std::atomic<uint64_t> reference_calls{0};        // calls run on the host's reference path
 };
 
-class Router {
+// The name calls on the host's reference path are counted under in stats().
+constexpr const char* kReferencePathName = "host_ref";
+
+// The routing decisions of one registry, built on first use, and the one source of
+// call counts: per engine, and on the host's reference path.
+class RouteTable {
  public:
-  explicit Router(Registry& registry) : registry_(registry) {}
+  explicit RouteTable(Registry& registry) : registry_(registry) {}
   // The cached decision for (op, dtype); built (and logged at OPENREG_VERBOSE>=1)
   // on first use. Never NULL. candidates is empty when no engine covers the op.
   Route* route(const std::string& op, openreg_dtype dtype, bool has_dtype);
-  // op -> engine -> calls, over every route.
+  // The route that counts `op`'s calls on the reference path (no candidates).
+  Route* reference_route(const std::string& op);
+  // op -> engine (or kReferencePathName) -> calls, over every route.
   std::unordered_map<std::string, std::unordered_map<std::string, uint64_t>> stats();
   void reset_stats();
   // The error text for a route with no candidate (strict mode, or no fallback).
   std::string uncovered_message(const Route& route);
 
  private:
+  Route* find_or_add(std::string key, const std::string& op, openreg_dtype dtype, bool has_dtype, bool reference);
+
   Registry& registry_;
   std::mutex mutex_;
   std::unordered_map<std::string, std::unique_ptr<Route>> routes_;

@@ -44,7 +44,7 @@ int32_t aten_num_threads(void*) { return at::get_num_threads(); }
 struct EngineState {
   EngineState()
       : registry(Registry::config_from_env(builtin_engine_dir()), make_services()),
-        router(registry) {}
+        routes(registry) {}
   static openreg_host make_services() {
     openreg_host h = make_host_services();
     h.parallel_for = aten_parallel_for;
@@ -52,7 +52,7 @@ struct EngineState {
     return h;
   }
   Registry registry;
-  Router router;
+  RouteTable routes;
 };
 
 EngineState& engine_state() {
@@ -168,9 +168,9 @@ Registry& registry() {
   }
 }
 
-Router& router() {
+RouteTable& route_table() {
   try {
-    return engine_state().router;
+    return engine_state().routes;
   } catch (const EngineError& e) {
     TORCH_CHECK(false, e.what());
   }

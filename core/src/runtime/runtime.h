@@ -26,7 +26,7 @@ void check_device_index(c10::DeviceIndex index);
 
 // ---- engines (device.cpp): loaded at lazy init
 Registry& registry();
-Router& router();
+RouteTable& route_table();  // decisions and call counts of the engine chain
 void lazy_init();  // loads the engine chain; throws c10::Error with the loader's text
 bool is_initialized();
 std::string builtin_engine_dir();

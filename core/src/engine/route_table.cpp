@@ -1,12 +1,11 @@
-// Routing decisions per (operator, dtype), cached, with per-engine call counters.
+// The route table: routing decisions per (operator, dtype), cached, with per-engine
+// and reference-path call counters.
 #include "engine_host.h"
 
 namespace openreg {
 
-Route* Router::route(const std::string& op, openreg_dtype dtype, bool has_dtype) {
-  std::string key = op;
-  key += '|';
-  key += has_dtype ? dtype_name(dtype) : "-";
+Route* RouteTable::find_or_add(std::string key, const std::string& op, openreg_dtype dtype, bool has_dtype,
+                               bool reference) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = routes_.find(key);
   if (it != routes_.end()) return it->second.get();
@@ -15,13 +14,15 @@ Route* Router::route(const std::string& op, openreg_dtype dtype, bool has_dtype)
   r->op = op;
   r->dtype = dtype;
   r->has_dtype = has_dtype;
-  for (Engine* e : registry_.chain()) {
-    int32_t idx = e->find(op, dtype, has_dtype);
-    if (idx != -1) r->candidates.push_back({e, idx});
+  if (!reference) {
+    for (Engine* e : registry_.chain()) {
+      int32_t idx = e->find(op, dtype, has_dtype);
+      if (idx != -1) r->candidates.push_back({e, idx});
+    }
   }
   r->calls.reset(new std::atomic<uint64_t>[r->candidates.size() + 1]);
   for (size_t i = 0; i <= r->candidates.size(); ++i) r->calls[i] = 0;
-  if (verbosity() >= 1) {
+  if (verbosity() >= 1 && !reference) {
     std::string names;
     for (const auto& c : r->candidates) names += (names.empty() ? "" : ", then ") + c.engine->name;
     log_line(op + " (" + (has_dtype ? dtype_name(dtype) : "no tensor") + ") -> " +
@@ -32,7 +33,18 @@ Route* Router::route(const std::string& op, openreg_dtype dtype, bool has_dtype)
   return out;
 }
 
-std::unordered_map<std::string, std::unordered_map<std::string, uint64_t>> Router::stats() {
+Route* RouteTable::route(const std::string& op, openreg_dtype dtype, bool has_dtype) {
+  std::string key = op;
+  key += '|';
+  key += has_dtype ? dtype_name(dtype) : "-";
+  return find_or_add(std::move(key), op, dtype, has_dtype, false);
+}
+
+Route* RouteTable::reference_route(const std::string& op) {
+  return find_or_add(op + "|" + kReferencePathName, op, openreg_dtype{}, false, true);
+}
+
+std::unordered_map<std::string, std::unordered_map<std::string, uint64_t>> RouteTable::stats() {
   std::unordered_map<std::string, std::unordered_map<std::string, uint64_t>> out;
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& kv : routes_) {
@@ -41,18 +53,21 @@ std::unordered_map<std::string, std::unordered_map<std::string, uint64_t>> Route
       uint64_t n = r.calls[i].load(std::memory_order_relaxed);
       if (n) out[r.op][r.candidates[i].engine->name] += n;
     }
+    uint64_t n = r.reference_calls.load(std::memory_order_relaxed);
+    if (n) out[r.op][kReferencePathName] += n;
   }
   return out;
 }
 
-void Router::reset_stats() {
+void RouteTable::reset_stats() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& kv : routes_) {
     for (size_t i = 0; i <= kv.second->candidates.size(); ++i) kv.second->calls[i] = 0;
+    kv.second->reference_calls = 0;
   }
 }
 
-std::string Router::uncovered_message(const Route& route) {
+std::string RouteTable::uncovered_message(const Route& route) {
   std::string asked;
   for (Engine* e : registry_.chain()) asked += (asked.empty() ? "" : ", ") + e->name;
   std::string msg = "openreg: no engine covers " + route.op + " for dtype " +

@@ -1,5 +1,5 @@
 // openreg::Registry (OPENREG_ENGINE / OPENREG_ENGINE_PATH / OPENREG_FALLBACK
-// resolution) and openreg::Router (routing decisions, cache, counters), over the
+// resolution) and openreg::RouteTable (routing decisions, cache, counters), over the
 // fixture engines. FIXTURE_REF_DIR holds a fake reference engine named aten_ref
 // (ANY_OP, fills outputs with 42), kept apart from FIXTURE_DIR so that the
 // fixtures directory never shadows the real aten_ref.
@@ -246,17 +246,17 @@ TEST(ConfigFromEnv, DrivesARegistry) {
   EXPECT_EQ(chain_names(r), (std::vector<std::string>{"fixture_good"}));
 }
 
-// ------------------------------------------------------------------ router
+// ------------------------------------------------------------- route table
 
-class RouterTest : public ::testing::Test {
+class RouteTableTest : public ::testing::Test {
  protected:
-  RouterTest() : registry_(config("fixture_good", true), openreg::make_host_services()), router_(registry_) {}
+  RouteTableTest() : registry_(config("fixture_good", true), openreg::make_host_services()), routes_(registry_) {}
   openreg::Registry registry_;
-  openreg::Router router_;
+  openreg::RouteTable routes_;
 };
 
-TEST_F(RouterTest, AddFloat32GoesToTheEngineThenTheReference) {
-  openreg::Route* r = router_.route("aten::add.Tensor", kFloat32, true);
+TEST_F(RouteTableTest, AddFloat32GoesToTheEngineThenTheReference) {
+  openreg::Route* r = routes_.route("aten::add.Tensor", kFloat32, true);
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->op, "aten::add.Tensor");
   EXPECT_TRUE(r->has_dtype);
@@ -264,59 +264,59 @@ TEST_F(RouterTest, AddFloat32GoesToTheEngineThenTheReference) {
   EXPECT_EQ(candidate_names(*r), (std::vector<std::string>{"fixture_good", "aten_ref"}));
   EXPECT_EQ(r->candidates[0].op_index, 0);
   EXPECT_EQ(r->candidates[1].op_index, -2) << "aten_ref takes it as an ANY_OP engine";
-  EXPECT_EQ(candidate_names(*router_.route("aten::add.out", kFloat32, true)),
+  EXPECT_EQ(candidate_names(*routes_.route("aten::add.out", kFloat32, true)),
             (std::vector<std::string>{"fixture_good", "aten_ref"}));
-  EXPECT_EQ(router_.route("aten::add.out", kFloat32, true)->candidates[0].op_index, 1);
+  EXPECT_EQ(routes_.route("aten::add.out", kFloat32, true)->candidates[0].op_index, 1);
 }
 
-TEST_F(RouterTest, OtherDtypesAndOpsGoToTheReferenceOnly) {
-  EXPECT_EQ(candidate_names(*router_.route("aten::add.Tensor", kFloat64, true)),
+TEST_F(RouteTableTest, OtherDtypesAndOpsGoToTheReferenceOnly) {
+  EXPECT_EQ(candidate_names(*routes_.route("aten::add.Tensor", kFloat64, true)),
             (std::vector<std::string>{"aten_ref"}));
-  EXPECT_EQ(candidate_names(*router_.route("aten::add.Tensor", kInt64, true)),
+  EXPECT_EQ(candidate_names(*routes_.route("aten::add.Tensor", kInt64, true)),
             (std::vector<std::string>{"aten_ref"}));
-  EXPECT_EQ(candidate_names(*router_.route("aten::mul.Tensor", kFloat32, true)),
+  EXPECT_EQ(candidate_names(*routes_.route("aten::mul.Tensor", kFloat32, true)),
             (std::vector<std::string>{"aten_ref"}));
-  EXPECT_EQ(candidate_names(*router_.route("aten::add_.Tensor", kFloat32, true)),
+  EXPECT_EQ(candidate_names(*routes_.route("aten::add_.Tensor", kFloat32, true)),
             (std::vector<std::string>{"aten_ref"}))
       << "each overload is a separate op";
 }
 
-TEST_F(RouterTest, NoTensorArgumentMatchesByNameOnly) {
-  openreg::Route* r = router_.route("aten::add.Tensor", openreg_dtype{}, false);
+TEST_F(RouteTableTest, NoTensorArgumentMatchesByNameOnly) {
+  openreg::Route* r = routes_.route("aten::add.Tensor", openreg_dtype{}, false);
   EXPECT_FALSE(r->has_dtype);
   EXPECT_EQ(candidate_names(*r), (std::vector<std::string>{"fixture_good", "aten_ref"}));
 }
 
-TEST_F(RouterTest, DecisionsAreCached) {
-  openreg::Route* a = router_.route("aten::add.Tensor", kFloat32, true);
-  EXPECT_EQ(router_.route("aten::add.Tensor", kFloat32, true), a);
-  EXPECT_NE(router_.route("aten::add.Tensor", kFloat64, true), a);
-  EXPECT_NE(router_.route("aten::add.Tensor", kFloat32, false), a);
-  EXPECT_NE(router_.route("aten::add.out", kFloat32, true), a);
+TEST_F(RouteTableTest, DecisionsAreCached) {
+  openreg::Route* a = routes_.route("aten::add.Tensor", kFloat32, true);
+  EXPECT_EQ(routes_.route("aten::add.Tensor", kFloat32, true), a);
+  EXPECT_NE(routes_.route("aten::add.Tensor", kFloat64, true), a);
+  EXPECT_NE(routes_.route("aten::add.Tensor", kFloat32, false), a);
+  EXPECT_NE(routes_.route("aten::add.out", kFloat32, true), a);
 }
 
-TEST_F(RouterTest, ConcurrentFirstUseBuildsOneRoute) {
+TEST_F(RouteTableTest, ConcurrentFirstUseBuildsOneRoute) {
   std::vector<openreg::Route*> seen(8, nullptr);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < seen.size(); ++i) {
-    threads.emplace_back([&, i] { seen[i] = router_.route("aten::sub.Tensor", kFloat32, true); });
+    threads.emplace_back([&, i] { seen[i] = routes_.route("aten::sub.Tensor", kFloat32, true); });
   }
   for (auto& t : threads) t.join();
   for (auto* r : seen) EXPECT_EQ(r, seen[0]);
 }
 
-TEST_F(RouterTest, StatsCountCallsPerOpAndEngine) {
-  EXPECT_TRUE(router_.stats().empty());
-  openreg::Route* add = router_.route("aten::add.Tensor", kFloat32, true);
-  openreg::Route* add64 = router_.route("aten::add.Tensor", kFloat64, true);
-  openreg::Route* mul = router_.route("aten::mul.Tensor", kFloat32, true);
-  EXPECT_TRUE(router_.stats().empty()) << "routes alone are not calls";
+TEST_F(RouteTableTest, StatsCountCallsPerOpAndEngine) {
+  EXPECT_TRUE(routes_.stats().empty());
+  openreg::Route* add = routes_.route("aten::add.Tensor", kFloat32, true);
+  openreg::Route* add64 = routes_.route("aten::add.Tensor", kFloat64, true);
+  openreg::Route* mul = routes_.route("aten::mul.Tensor", kFloat32, true);
+  EXPECT_TRUE(routes_.stats().empty()) << "routes alone are not calls";
   // What the device does after each call: bump the serving candidate's counter.
   add->calls[0] += 3;   // fixture_good
   add->calls[1] += 1;   // aten_ref (fixture_good declined once)
   add64->calls[0] += 2; // aten_ref, same op, other dtype: summed per op
   mul->calls[0] += 5;   // aten_ref
-  auto s = router_.stats();
+  auto s = routes_.stats();
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s["aten::add.Tensor"]["fixture_good"], 3u);
   EXPECT_EQ(s["aten::add.Tensor"]["aten_ref"], 3u);
@@ -324,16 +324,34 @@ TEST_F(RouterTest, StatsCountCallsPerOpAndEngine) {
   EXPECT_EQ(s["aten::mul.Tensor"]["aten_ref"], 5u);
   EXPECT_EQ(s["aten::mul.Tensor"].count("fixture_good"), 0u);
 
-  router_.reset_stats();
-  EXPECT_TRUE(router_.stats().empty());
-  EXPECT_EQ(router_.route("aten::add.Tensor", kFloat32, true), add) << "reset keeps the decisions";
+  routes_.reset_stats();
+  EXPECT_TRUE(routes_.stats().empty());
+  EXPECT_EQ(routes_.route("aten::add.Tensor", kFloat32, true), add) << "reset keeps the decisions";
   add->calls[0] += 1;
-  EXPECT_EQ(router_.stats()["aten::add.Tensor"]["fixture_good"], 1u);
+  EXPECT_EQ(routes_.stats()["aten::add.Tensor"]["fixture_good"], 1u);
 }
 
-TEST_F(RouterTest, RoutedCallsRunOnTheChosenEngine) {
+TEST_F(RouteTableTest, ReferencePathCallsAreCountedWithTheEngines) {
+  openreg::Route* ref = routes_.reference_route("aten::view");
+  EXPECT_TRUE(ref->candidates.empty()) << "the reference path is not an engine of the chain";
+  EXPECT_EQ(routes_.reference_route("aten::view"), ref);
+  EXPECT_TRUE(routes_.stats().empty());
+  ref->reference_calls += 2;
+  openreg::Route* add = routes_.route("aten::add.Tensor", kFloat32, true);
+  add->calls[0] += 1;
+  routes_.reference_route("aten::add.Tensor")->reference_calls += 4;  // same op, both paths
+  auto s = routes_.stats();
+  EXPECT_EQ(s["aten::view"].size(), 1u);
+  EXPECT_EQ(s["aten::view"][openreg::kReferencePathName], 2u);
+  EXPECT_EQ(s["aten::add.Tensor"]["fixture_good"], 1u);
+  EXPECT_EQ(s["aten::add.Tensor"][openreg::kReferencePathName], 4u);
+  routes_.reset_stats();
+  EXPECT_TRUE(routes_.stats().empty());
+}
+
+TEST_F(RouteTableTest, RoutedCallsRunOnTheChosenEngine) {
   auto run_first = [&](const char* op, openreg_call& call) {
-    openreg::Route* r = router_.route(op, kFloat32, true);
+    openreg::Route* r = routes_.route(op, kFloat32, true);
     EXPECT_FALSE(r->candidates.empty());
     call.op_index = r->candidates[0].op_index;
     std::string msg;
@@ -350,14 +368,14 @@ TEST_F(RouterTest, RoutedCallsRunOnTheChosenEngine) {
   mul.call.op_name = "aten::mul.Tensor";
   ASSERT_EQ(run_first("aten::mul.Tensor", mul.call), OPENREG_STATUS_OK);
   EXPECT_EQ(std::vector<float>(o, o + 3), (std::vector<float>{42, 42, 42})) << "the fake aten_ref ran";
-  auto s = router_.stats();
+  auto s = routes_.stats();
   EXPECT_EQ(s["aten::add.Tensor"]["fixture_good"], 1u);
   EXPECT_EQ(s["aten::mul.Tensor"]["aten_ref"], 1u);
 }
 
-TEST(Router, StrictModeLeavesUncoveredOpsWithoutCandidates) {
+TEST(RouteTable, StrictModeLeavesUncoveredOpsWithoutCandidates) {
   openreg::Registry registry(config("fixture_good", false, /*with_ref_dir=*/false), openreg::make_host_services());
-  openreg::Router router(registry);
+  openreg::RouteTable router(registry);
   EXPECT_EQ(candidate_names(*router.route("aten::add.Tensor", kFloat32, true)),
             (std::vector<std::string>{"fixture_good"}));
   openreg::Route* mul = router.route("aten::mul.Tensor", kFloat32, true);
@@ -377,18 +395,18 @@ TEST(Router, StrictModeLeavesUncoveredOpsWithoutCandidates) {
   EXPECT_TRUE(router.stats().empty());
 }
 
-TEST(Router, UncoveredMessageWithoutTensorArgument) {
+TEST(RouteTable, UncoveredMessageWithoutTensorArgument) {
   openreg::Registry registry(config("fixture_good", false, false), openreg::make_host_services());
-  openreg::Router router(registry);
+  openreg::RouteTable router(registry);
   openreg::Route* r = router.route("aten::empty.memory_format", openreg_dtype{}, false);
   EXPECT_TRUE(r->candidates.empty());
   expect_contains(router.uncovered_message(*r), "aten::empty.memory_format");
   expect_contains(router.uncovered_message(*r), "no tensor argument");
 }
 
-TEST(Router, RegistryErrorsReachTheCaller) {
+TEST(RouteTable, RegistryErrorsReachTheCaller) {
   openreg::Registry registry(config("nope", true), openreg::make_host_services());
-  openreg::Router router(registry);
+  openreg::RouteTable router(registry);
   EXPECT_THROW(router.route("aten::add.Tensor", kFloat32, true), openreg::EngineError);
   EXPECT_THROW(router.route("aten::add.Tensor", kFloat32, true), openreg::EngineError) << "and again";
 }

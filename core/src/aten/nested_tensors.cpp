@@ -2,7 +2,7 @@
 //
 // A nested device tensor is PyTorch's NestedTensorImpl over a device storage, its
 // nested sizes, strides and offsets on the CPU, as on CUDA. Engines never see one:
-// like the ops the ABI cannot carry, nested ops run on the host path. One boxed
+// like the ops the ABI cannot carry, nested ops run on the reference path. One boxed
 // fallback for the NestedTensorPrivateUse1 key (and a kernel for the dense ops that
 // build nested tensors) maps each nested argument to a nested CPU tensor over the
 // same memory and each dense one to a host alias, runs PyTorch's NestedTensorCPU or
@@ -30,9 +30,6 @@ namespace {
 
 using at::native::get_nested_tensor_impl;
 using at::native::NestedTensorImpl;
-
-std::mutex g_calls_mutex;
-std::unordered_map<std::string, uint64_t> g_calls;  // host-path calls by op name
 
 std::string op_name(const c10::FunctionSchema& schema) {
   std::string name = schema.name();
@@ -116,7 +113,7 @@ at::Tensor result_to_device(const at::Tensor& r, const std::vector<Region>& regi
   return r.is_nested() ? nested_copy_to_device(r, target) : r.to(target);
 }
 
-void nested_host_path(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void run_nested_on_reference_path(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const std::string name = op_name(schema);
   const size_t n = schema.arguments().size();
@@ -187,29 +184,18 @@ void nested_host_path(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   if (verbosity() >= 2) log_line(name + " -> host reference path (nested tensors)");
-  std::lock_guard<std::mutex> lock(g_calls_mutex);
-  ++g_calls[name];
+  route_table().reference_route(name)->reference_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace
 
-std::unordered_map<std::string, uint64_t> nested_host_stats() {
-  std::lock_guard<std::mutex> lock(g_calls_mutex);
-  return g_calls;
-}
-
-void reset_nested_host_stats() {
-  std::lock_guard<std::mutex> lock(g_calls_mutex);
-  g_calls.clear();
-}
-
 TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&nested_host_path>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&run_nested_on_reference_path>());
 }
 
 // Ops with both a NestedTensorCPU kernel and a CompositeImplicitAutograd one
 // (matmul, linear, chunk, narrow): the composite kernel beats a backend fallback
-// and would decompose them on sizes() that nested tensors lack, so the host path
+// and would decompose them on sizes() that nested tensors lack, so the reference path
 // is registered for them directly (as CUDA builds register their nested kernels).
 namespace {
 
@@ -229,7 +215,7 @@ struct RegisterDirectNestedRoutes {
       }
       std::string full = name.name.substr(6);
       if (!name.overload_name.empty()) full += "." + name.overload_name;
-      lib.impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&nested_host_path>());
+      lib.impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_nested_on_reference_path>());
     }
   }
 } g_register_direct_nested_routes;
@@ -240,7 +226,7 @@ struct RegisterDirectNestedRoutes {
 // would size their outputs as dense tensors.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* op : {"_nested_tensor_from_mask", "_nested_from_padded", "_nested_view_from_buffer"}) {
-    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&nested_host_path>());
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&run_nested_on_reference_path>());
   }
 }
 

@@ -1,0 +1,58 @@
+// What the op path learns once per operator from its schema: the plan.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../engine/engine_host.h"
+#include "output_sizing.h"
+
+namespace openreg {
+
+// How one schema argument crosses the ABI (decided from its type, once).
+enum class ArgKind : uint8_t {
+  kTensor,        // Tensor, Tensor?
+  kTensorList,    // Tensor[], Tensor?[]
+  kInt,           // int, SymInt
+  kDouble,
+  kBool,
+  kIntList,       // int[], SymInt[]
+  kDoubleList,
+  kBoolList,
+  kScalar,        // Scalar (a Python number, its kind kept)
+  kString,
+  kDtype,         // ScalarType
+  kLayout,
+  kMemoryFormat,
+  kDevice,
+  kGenerator,
+  kOther,         // decided from the value (rare types)
+};
+
+struct OpPlan {
+  std::string name;                   // "aten::add.Tensor"
+  std::vector<ArgKind> arg_kinds;     // per schema argument
+  std::vector<int> tensor_args;       // indices of Tensor / Tensor-list arguments
+  std::vector<int> return_alias;      // per return: the argument it writes to, or -1
+  std::vector<int> written_args;      // arguments written in place (Tensor(a!))
+  // Per argument: a Scalar whose value cannot change the outputs' metadata, only
+  // its type can (all Scalars but arange's and range's).
+  std::vector<bool> number_arg;
+  bool reference_only = false;        // returns what engines cannot produce
+  std::string reference_reason;       // "returns a view", ...
+  bool kernel_sized = false;          // see kKernelSizedOps in op_plan.cpp
+  // Route decisions by dtype slot (see route_slot in op_routing.cpp), filled on first use.
+  std::array<std::atomic<Route*>, 36> routes{};
+  std::atomic<Route*> reference_route{nullptr};  // counts the calls on the reference path
+  OutputCache outputs;                // output geometry by argument signature
+};
+
+// The plan of an operator, built on first use. Never freed (one per operator).
+OpPlan& plan_for(const c10::OperatorHandle& op);
+
+}  // namespace openreg

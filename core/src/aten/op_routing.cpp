@@ -1,0 +1,199 @@
+// The op path's entry: one boxed kernel for every aten op that reaches PrivateUse1
+// without a native kernel. It plans the op once, sizes and allocates the outputs,
+// then offers the call to the engines of the chain in order (or runs it on the
+// host's reference path when the ABI cannot carry it). docs/design.md walks one
+// call through it.
+#include "../runtime/runtime.h"
+#include "call_builder.h"
+#include "op_plan.h"
+#include "output_sizing.h"
+#include "reference_path.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+namespace openreg {
+
+namespace {
+
+// Slot of a dtype in OpPlan::routes: code (0..6) x bits (8..128), or 35 for "no
+// tensor"; -1 for anything else (then the route table's own map answers).
+int route_slot(openreg_dtype d, bool has_dtype) {
+  if (!has_dtype) return 35;
+  int b = d.bits == 8 ? 0 : d.bits == 16 ? 1 : d.bits == 32 ? 2 : d.bits == 64 ? 3 : d.bits == 128 ? 4 : -1;
+  if (b < 0 || d.code > 6 || d.lanes != 1) return -1;
+  return d.code * 5 + b;
+}
+
+Route* route_for(OpPlan& plan, openreg_dtype dtype, bool has_dtype) {
+  const int slot = route_slot(dtype, has_dtype);
+  if (slot >= 0) {
+    if (Route* r = plan.routes[slot].load(std::memory_order_acquire)) return r;
+  }
+  Route* r = route_table().route(plan.name, dtype, has_dtype);
+  if (slot >= 0) plan.routes[slot].store(r, std::memory_order_release);
+  return r;
+}
+
+// The device the call runs on (its first device tensor's, else a Device argument's,
+// else the current one) and the dtype it is routed by (its first tensor's).
+c10::DeviceIndex call_device(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, openreg_dtype* dtype,
+                             bool* has_dtype) {
+  c10::DeviceIndex dev = -1;
+  auto visit = [&](const at::Tensor& t) {
+    if (!*has_dtype) *has_dtype = to_abi_dtype(t.scalar_type(), dtype);
+    if (dev < 0 && t.device().type() == kDevice) dev = t.device().index();
+  };
+  for (int i : plan.tensor_args) {
+    const c10::IValue& a = args[i];
+    if (a.isTensor()) {
+      if (a.toTensor().defined()) visit(a.toTensor());
+    } else if (a.isList()) {
+      for (const auto& item : a.toListRef()) {
+        if (item.isTensor() && item.toTensor().defined()) visit(item.toTensor());
+      }
+    }
+  }
+  if (dev < 0) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (plan.arg_kinds[i] == ArgKind::kDevice && args[i].isDevice() && args[i].toDevice().type() == kDevice &&
+          args[i].toDevice().has_index()) {
+        return args[i].toDevice().index();
+      }
+    }
+  }
+  return dev < 0 ? current_device() : dev;
+}
+
+void run_reference_only(OpPlan& plan, const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::Device device) {
+  TORCH_CHECK(registry().config().fallback, "openreg: ", plan.name, " ", plan.reference_reason,
+              ", which only the reference path can produce, and strict mode is on "
+              "(OPENREG_FALLBACK=none). Unset OPENREG_FALLBACK to allow it");
+  if (verbosity() >= 2) log_line(plan.name + " -> host reference path (" + plan.reference_reason + ")");
+  run_on_reference_path(op, stack, device);
+  Route* counter = plan.reference_route.load(std::memory_order_acquire);
+  if (!counter) {
+    counter = route_table().reference_route(plan.name);
+    plan.reference_route.store(counter, std::memory_order_release);
+  }
+  counter->reference_calls.fetch_add(1, std::memory_order_relaxed);
+}
+
+[[noreturn]] void engine_failed(const Engine& e, const std::string& op, const Route& route, const std::string& msg) {
+  TORCH_CHECK(false, "openreg: engine '", e.name, "' failed on ", op, " (",
+              route.has_dtype ? dtype_name(route.dtype) : "no tensor", "): ", msg);
+}
+
+void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  OpPlan& plan = plan_for(op);
+  const size_t n = plan.arg_kinds.size();
+  auto args = torch::jit::last(*stack, n);
+
+  openreg_dtype dtype{};
+  bool has_dtype = false;
+  const c10::DeviceIndex dev = call_device(plan, args, &dtype, &has_dtype);
+  const c10::Device device(kDevice, dev);
+  c10::OptionalDeviceGuard guard;
+  if (dev != current_device()) guard.reset_device(device);
+  lazy_init();
+
+  if (plan.reference_only) return run_reference_only(plan, op, stack, device);
+
+  Route* route = route_for(plan, dtype, has_dtype);
+  TORCH_CHECK(!route->candidates.empty(), route_table().uncovered_message(*route));
+
+  // Outputs: sized by the Meta kernel (cached) and allocated here, or, for
+  // data-dependent shapes, by the engine through alloc_output.
+  c10::SmallVector<c10::IValue, 4> returns;
+  c10::SmallVector<at::Tensor, 4> outputs;
+  auto sizing = output_plan(op, args, plan);
+  const bool dynamic = sizing->dynamic;
+  if (!dynamic) {
+    allocate_outputs(*sizing, args, plan, device, &returns, &outputs);
+  } else {
+    for (int a : plan.return_alias) {
+      TORCH_CHECK(a < 0, "openreg: cannot size the outputs of ", plan.name,
+                  " (its Meta kernel failed) and it writes to an out= argument");
+    }
+  }
+
+  CallBuilder builder(plan, args, dev);
+  if (dynamic) builder.set_dynamic_outputs(plan.return_alias.size(), device);
+  else builder.set_outputs(outputs);
+  openreg_call& call = builder.call();
+
+  // Each engine either runs the call or declines it (UNSUPPORTED, nothing written).
+  std::string declined;
+  for (size_t i = 0; i < route->candidates.size(); ++i) {
+    const auto& cand = route->candidates[i];
+    call.op_index = cand.op_index;
+    std::string msg;
+    openreg_status st = invoke_supports(*cand.engine, call, &msg);
+    if (st == OPENREG_STATUS_OK) st = invoke_run(*cand.engine, call, &msg);
+    if (st == OPENREG_STATUS_UNSUPPORTED) {
+      declined += "; " + cand.engine->name + " declined: " + msg;
+      if (verbosity() >= 1) log_line(plan.name + ": " + cand.engine->name + " declined (" + msg + ")");
+      continue;
+    }
+    if (st != OPENREG_STATUS_OK) engine_failed(*cand.engine, plan.name, *route, msg);
+    route->calls[i].fetch_add(1, std::memory_order_relaxed);
+    if (verbosity() >= 2) log_line(plan.name + " -> " + cand.engine->name);
+    torch::jit::drop(*stack, n);
+    if (dynamic) {
+      for (size_t r = 0; r < builder.dynamic_outputs().size(); ++r) {
+        const auto& t = builder.dynamic_outputs()[r];
+        TORCH_CHECK(t.defined() || plan.kernel_sized, "openreg: engine '", cand.engine->name, "' ran ", plan.name,
+                    " but did not allocate output ", r, " through alloc_output");
+        stack->emplace_back(t);
+      }
+    } else {
+      for (auto& r : returns) stack->push_back(std::move(r));
+    }
+    return;
+  }
+  TORCH_CHECK(false, route_table().uncovered_message(*route), declined);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&route_call>());
+}
+
+namespace {
+
+// A composite kernel beats a backend fallback in the dispatcher. Some would keep
+// ops from reaching engines as themselves, so route_call is registered for them
+// directly:
+//  - structured ops whose functional/in-place forms have a
+//    CompositeExplicitAutogradNonFunctional wrapper (add.Tensor would become
+//    empty + add.out): engines see aten::add.Tensor, one call instead of two;
+//  - ops whose composite kernel sends unknown backends to *_overrideable stubs
+//    that only raise (convolution, convolution_backward);
+//  - native_layer_norm, whose CompositeExplicitAutograd kernel would split it
+//    into native_batch_norm + addcmul, so engines never saw a layer norm.
+struct RegisterDirectRoutes {
+  RegisterDirectRoutes() {
+    static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    auto& d = c10::Dispatcher::singleton();
+    for (const auto& name : d.getAllOpNames()) {
+      if (name.name.rfind("aten::", 0) != 0) continue;
+      auto op = d.findOp(name);
+      if (!op || !op->hasSchema()) continue;
+      bool structured = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
+                        op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
+      bool overrideable = name.name == "aten::convolution" || name.name == "aten::convolution_backward" ||
+                          name.name == "aten::native_layer_norm";
+      if (!structured && !overrideable) continue;
+      if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+      std::string full = name.name.substr(6);
+      if (!name.overload_name.empty()) full += "." + name.overload_name;
+      lib.impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&route_call>());
+    }
+  }
+} g_register_direct_routes;
+
+}  // namespace
+
+}  // namespace openreg

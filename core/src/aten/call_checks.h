@@ -2,7 +2,8 @@
 // otherwise skip (outputs are sized on Meta twins, so ATen's own checks never see
 // the real tensors): devices (as CUDA: every tensor on the op's device, 0-dim CPU
 // tensors and advanced-indexing index lists excepted) and memory overlap of
-// written tensors (as CPU). The facts come from the schema, once per op.
+// written tensors (as CPU). The facts come from the schema, once per op; the
+// checks themselves allocate nothing and build text only to raise (tens of ns).
 #pragma once
 
 #include <ATen/core/function_schema.h>
@@ -19,7 +20,7 @@ struct DeviceRule {
   const c10::FunctionSchema* schema = nullptr;  // for argument names in messages
   // Bit i: argument i holds tensors that must be on the op's device (Tensor,
   // Tensor?, Tensor[]). Not set for Tensor?[] (index lists: ATen moves them to
-  // the device) nor for arguments past the 64th.
+  // the device), _foreach_*'s CPU `scalars`, nor arguments past the 64th.
   uint64_t device_args = 0;
   // Bit i: argument i holds tensors whose memory a written tensor must not share
   // (every tensor argument, index lists included).
@@ -38,10 +39,15 @@ DeviceRule device_rule_for(const c10::FunctionSchema& schema);
 void check_devices(const DeviceRule& rule, const std::string& op_name, c10::ArrayRef<c10::IValue> args,
                    c10::Device device);
 
-// Throws as CPU does when a written tensor (the arguments `written_args`, after
-// out= resizing) has internal overlap (an expanded tensor), or shares memory with
-// another tensor argument: partially always; fully (the same elements, as in
-// x.add_(x)) only for the kernels that refuse any overlap.
+// Throws as CPU does ("unsupported operation: ... refer to a single memory
+// location") when a written tensor (the arguments `written_args`) has internal
+// overlap (an expanded tensor; not for fill_ and the few others CPU allows), or
+// shares memory with another tensor argument: partially, unless CPU's kernel runs
+// unchecked (mm, softmax, ...); fully (the same elements, as in x.add_(x)) only for
+// the kernels that refuse any overlap (index_select, gather, take, cat, scatter,
+// index_add, ...). CPU checks some ops before resizing out= arguments
+// (TensorIterator, index_select) and some after (gather, cat): call it before
+// out= arguments are resized, and again after if any was resized.
 void check_written_overlap(const DeviceRule& rule, c10::ArrayRef<c10::IValue> args,
                            c10::ArrayRef<int> written_args);
 

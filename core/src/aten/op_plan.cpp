@@ -69,6 +69,7 @@ std::unique_ptr<OpPlan> make_plan(const c10::FunctionSchema& schema) {
   plan->name = schema.name();
   if (!schema.overload_name().empty()) plan->name += "." + schema.overload_name();
   for (const char* op : kKernelSizedOps) plan->kernel_sized = plan->kernel_sized || plan->name == op;
+  plan->device_rule = device_rule_for(schema);
   const bool value_shaped = schema.name() == "aten::arange" || schema.name() == "aten::range";
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size(); ++i) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../engine/engine_host.h"
+#include "call_checks.h"
 #include "output_sizing.h"
 
 namespace openreg {
@@ -46,6 +47,7 @@ struct OpPlan {
   bool reference_only = false;        // returns what engines cannot produce
   std::string reference_reason;       // "returns a view", ...
   bool kernel_sized = false;          // see kKernelSizedOps in op_plan.cpp
+  DeviceRule device_rule;             // device and overlap checks (call_checks.h)
   // Route decisions by dtype slot (see route_slot in op_routing.cpp), filled on first use.
   std::array<std::atomic<Route*>, 36> routes{};
   std::atomic<Route*> reference_route{nullptr};  // counts the calls on the reference path

@@ -5,6 +5,8 @@
 // call through it.
 #include "../runtime/runtime.h"
 #include "call_builder.h"
+#include "call_checks.h"
+#include "engine_error.h"
 #include "op_plan.h"
 #include "output_sizing.h"
 #include "reference_path.h"
@@ -80,11 +82,6 @@ void run_reference_only(OpPlan& plan, const c10::OperatorHandle& op, torch::jit:
   counter->reference_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
-[[noreturn]] void engine_failed(const Engine& e, const std::string& op, const Route& route, const std::string& msg) {
-  TORCH_CHECK(false, "openreg: engine '", e.name, "' failed on ", op, " (",
-              route.has_dtype ? dtype_name(route.dtype) : "no tensor", "): ", msg);
-}
-
 void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   OpPlan& plan = plan_for(op);
   const size_t n = plan.arg_kinds.size();
@@ -94,6 +91,7 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   bool has_dtype = false;
   const c10::DeviceIndex dev = call_device(plan, args, &dtype, &has_dtype);
   const c10::Device device(kDevice, dev);
+  check_devices(plan.device_rule, plan.name, args, device);
   c10::OptionalDeviceGuard guard;
   if (dev != current_device()) guard.reset_device(device);
   lazy_init();
@@ -107,10 +105,14 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // data-dependent shapes, by the engine through alloc_output.
   c10::SmallVector<c10::IValue, 4> returns;
   c10::SmallVector<at::Tensor, 4> outputs;
+  // Overlap of written tensors: before out= arguments are resized (as CPU checks in
+  // TensorIterator::build and index_select) and after (gather, cat check the resized out=).
+  if (!plan.written_args.empty()) check_written_overlap(plan.device_rule, args, plan.written_args);
   auto sizing = output_plan(op, args, plan);
   const bool dynamic = sizing->dynamic;
   if (!dynamic) {
     allocate_outputs(*sizing, args, plan, device, &returns, &outputs);
+    if (!plan.written_args.empty()) check_written_overlap(plan.device_rule, args, plan.written_args);
   } else {
     for (int a : plan.return_alias) {
       TORCH_CHECK(a < 0, "openreg: cannot size the outputs of ", plan.name,
@@ -136,7 +138,10 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (verbosity() >= 1) log_line(plan.name + ": " + cand.engine->name + " declined (" + msg + ")");
       continue;
     }
-    if (st != OPENREG_STATUS_OK) engine_failed(*cand.engine, plan.name, *route, msg);
+    if (st != OPENREG_STATUS_OK) {
+      raise_engine_error(cand.engine->name, plan.name, route->has_dtype ? dtype_name(route->dtype) : "no tensor", st,
+                         msg);
+    }
     route->calls[i].fetch_add(1, std::memory_order_relaxed);
     if (verbosity() >= 2) log_line(plan.name + " -> " + cand.engine->name);
     torch::jit::drop(*stack, n);

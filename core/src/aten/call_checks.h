@@ -1,0 +1,54 @@
+// The argument checks CPU and CUDA kernels make and the router's path would
+// otherwise skip (outputs are sized on Meta twins, so ATen's own checks never see
+// the real tensors): devices (as CUDA: every tensor on the op's device, 0-dim CPU
+// tensors and advanced-indexing index lists excepted) and memory overlap of
+// written tensors (as CPU). The facts come from the schema, once per op; the
+// checks themselves allocate nothing and build text only to raise (tens of ns).
+#pragma once
+
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
+#include <c10/util/ArrayRef.h>
+
+#include <cstdint>
+#include <string>
+
+namespace openreg {
+
+struct DeviceRule {
+  const c10::FunctionSchema* schema = nullptr;  // for argument names in messages
+  // Bit i: argument i holds tensors that must be on the op's device (Tensor,
+  // Tensor?, Tensor[]). Not set for Tensor?[] (index lists: ATen moves them to
+  // the device), _foreach_*'s CPU `scalars`, nor arguments past the 64th.
+  uint64_t device_args = 0;
+  // Bit i: argument i holds tensors whose memory a written tensor must not share
+  // (every tensor argument, index lists included).
+  uint64_t overlap_args = 0;
+  bool devices_unchecked = false;       // copies between devices
+  bool overlap_unchecked = false;       // metadata-only in-place ops (squeeze_, ...)
+  bool internal_overlap_allowed = false;  // fill_, masked_fill_, index_put_: CPU allows (or only warns)
+  bool partial_overlap_allowed = false;   // kernels CPU runs unchecked (mm, softmax, ...)
+  bool any_overlap_refused = false;       // kernels with at::assert_no_overlap: even full overlap
+};
+
+DeviceRule device_rule_for(const c10::FunctionSchema& schema);
+
+// Throws c10::Error "Expected all tensors to be on the same device, ..." (as CUDA
+// does) when a tensor argument is neither on `device` nor a 0-dim CPU tensor.
+void check_devices(const DeviceRule& rule, const std::string& op_name, c10::ArrayRef<c10::IValue> args,
+                   c10::Device device);
+
+// Throws as CPU does ("unsupported operation: ... refer to a single memory
+// location") when a written tensor (the arguments `written_args`) has internal
+// overlap (an expanded tensor; not for fill_ and the few others CPU allows), or
+// shares memory with another tensor argument: partially, unless CPU's kernel runs
+// unchecked (mm, softmax, ...); fully (the same elements, as in x.add_(x)) only for
+// the kernels that refuse any overlap (index_select, gather, take, cat, scatter,
+// index_add, ...). CPU checks some ops before resizing out= arguments
+// (TensorIterator, index_select) and some after (gather, cat): call it before
+// out= arguments are resized, and again after if any was resized.
+void check_written_overlap(const DeviceRule& rule, c10::ArrayRef<c10::IValue> args,
+                           c10::ArrayRef<int> written_args);
+
+}  // namespace openreg

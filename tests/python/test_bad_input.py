@@ -299,10 +299,7 @@ def test_engine_status_raises_its_python_class(request, run_python):
 
 # Error inputs whose outcome on the device differs from CPU's for a reason outside
 # these checks: (OpInfo name, CPU's exception type) -> why.
-KNOWN_DIFFERENT = {
-    ("arange", ValueError): "arange(..., step=0, out=...): the Meta kernel's ValueError is replaced by "
-                            "'cannot size the outputs' (output sizing keeps the Meta error's text, not its type)",
-}
+KNOWN_DIFFERENT = {}
 
 
 def _to_cpu_keeping_aliases(obj):
@@ -379,7 +376,9 @@ def opinfo_error_sweep():
 def test_opinfo_error_inputs_raise_as_on_cpu():
     try:
         import torch.testing._internal.common_methods_invocations  # noqa: F401
-    except ImportError as e:  # torch's test helpers need expecttest
+    except ImportError as e:  # torch's test helpers need expecttest (scripts/setup.sh installs it)
+        if os.environ.get("CI", "").lower() == "true":
+            raise  # in CI a skip would hide a missing install step
         pytest.skip(f"torch.testing._internal is not importable: {e}")
     counts, rows = opinfo_error_sweep()
     assert counts["same"] > 600, counts  # the sweep really ran

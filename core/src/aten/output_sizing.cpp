@@ -207,6 +207,11 @@ std::shared_ptr<const OutputPlan> output_plan(const c10::OperatorHandle& op, c10
   try {
     result = run_meta(op, args, plan);
   } catch (const std::exception&) {
+    // An op that writes out= arguments cannot be sized by its engine: the Meta
+    // kernel's error (arange's "step must be nonzero") is the user's answer.
+    for (int a : plan.return_alias) {
+      if (a >= 0) throw;
+    }
     result = dynamic_plan();
   }
   if (cacheable) {

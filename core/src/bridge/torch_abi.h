@@ -9,7 +9,7 @@
 #include <openreg/engine.h>
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/from_blob.h>
+#include <ATen/EmptyTensor.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -96,11 +96,17 @@ constexpr uint64_t mix_random_stream(uint64_t seed, uint64_t offset) {
 
 // A CPU tensor over `data` (the address of element 0) with this geometry: no
 // copy, no ownership; valid while the memory is. `data` may be null when the
-// tensor has no elements.
+// tensor has no elements. (at::from_blob does the same with more checks; this
+// runs on every tensor of every call.)
 inline at::Tensor cpu_alias(void* data, c10::IntArrayRef sizes, c10::IntArrayRef strides, at::ScalarType type) {
-  // from_blob wants a pointer even for zero elements; any non-null one will do.
-  if (!data) data = reinterpret_cast<void*>(64);
-  return at::from_blob(data, sizes, strides, at::TensorOptions().dtype(type).device(at::kCPU));
+  const caffe2::TypeMeta dtype = c10::scalarTypeToTypeMeta(type);
+  const size_t nbytes = at::detail::computeStorageNbytes(sizes, strides, dtype.itemsize());
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, c10::DataPtr(data, c10::Device(c10::kCPU)),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                          dtype);
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
+  return t;
 }
 
 // The CPU alias of an ABI tensor descriptor (its dtype must have an ATen

@@ -1,6 +1,7 @@
 #include "run_call.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include "bridge/torch_abi.h"
 #include "decode.h"
@@ -60,10 +61,8 @@ OutForm run_out_form(const OpEntry& e, const openreg_call& call) {
   c10::WarningUtils::WarningHandlerGuard guard(&buffer);
   try {
     torch::jit::Stack stack = decode_args(e, call, call.num_outputs);
-    std::vector<at::Tensor> outs;
-    std::vector<void*> data;
-    outs.reserve(call.num_outputs);
-    data.reserve(call.num_outputs);
+    c10::SmallVector<at::Tensor, 4> outs;
+    c10::SmallVector<void*, 4> data;
     for (int32_t k = 0; k < call.num_outputs; ++k) {
       outs.push_back(alias(call.outputs[k]));
       data.push_back(outs.back().data_ptr());

@@ -4,36 +4,11 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
+#include "../bridge/torch_abi.h"
 #include "../runtime/runtime.h"
 #include "op_plan.h"
 
 namespace openreg {
-
-bool to_abi_dtype(at::ScalarType type, openreg_dtype* out) {
-  auto set = [&](uint8_t code, uint8_t bits) {
-    *out = openreg_dtype{code, bits, 1};
-    return true;
-  };
-  switch (type) {
-    case at::kFloat: return set(OPENREG_DTYPE_CODE_FLOAT, 32);
-    case at::kDouble: return set(OPENREG_DTYPE_CODE_FLOAT, 64);
-    case at::kHalf: return set(OPENREG_DTYPE_CODE_FLOAT, 16);
-    case at::kBFloat16: return set(OPENREG_DTYPE_CODE_BFLOAT, 16);
-    case at::kChar: return set(OPENREG_DTYPE_CODE_INT, 8);
-    case at::kShort: return set(OPENREG_DTYPE_CODE_INT, 16);
-    case at::kInt: return set(OPENREG_DTYPE_CODE_INT, 32);
-    case at::kLong: return set(OPENREG_DTYPE_CODE_INT, 64);
-    case at::kByte: return set(OPENREG_DTYPE_CODE_UINT, 8);
-    case at::kUInt16: return set(OPENREG_DTYPE_CODE_UINT, 16);
-    case at::kUInt32: return set(OPENREG_DTYPE_CODE_UINT, 32);
-    case at::kUInt64: return set(OPENREG_DTYPE_CODE_UINT, 64);
-    case at::kBool: return set(OPENREG_DTYPE_CODE_BOOL, 8);
-    case at::kComplexHalf: return set(OPENREG_DTYPE_CODE_COMPLEX, 32);
-    case at::kComplexFloat: return set(OPENREG_DTYPE_CODE_COMPLEX, 64);
-    case at::kComplexDouble: return set(OPENREG_DTYPE_CODE_COMPLEX, 128);
-    default: return false;
-  }
-}
 
 // The arrays of one call under construction. Capacity is reserved before any
 // pointer into them is taken, so they never move while the call lives.
@@ -80,7 +55,7 @@ openreg_tensor describe(const at::Tensor& t) {
   d.data = t.numel() ? t.data_ptr() : nullptr;
   d.sizes = d.ndim ? t.sizes().data() : nullptr;
   d.strides = d.ndim ? t.strides().data() : nullptr;
-  TORCH_CHECK(to_abi_dtype(t.scalar_type(), &d.dtype), "openreg: dtype ", t.scalar_type(),
+  TORCH_CHECK(bridge::to_abi_dtype(t.scalar_type(), &d.dtype), "openreg: dtype ", t.scalar_type(),
               " cannot be passed to engines");
   d.device_index = t.device().is_cpu() ? -1 : t.device().index();
   return d;
@@ -147,7 +122,7 @@ CallBuilder::CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c1
       switch (kind) {
         case ArgKind::kDtype:
           out.kind = OPENREG_VALUE_DTYPE;
-          TORCH_CHECK(to_abi_dtype(static_cast<at::ScalarType>(v.toInt()), &out.u.dtype), "openreg: dtype ",
+          TORCH_CHECK(bridge::to_abi_dtype(static_cast<at::ScalarType>(v.toInt()), &out.u.dtype), "openreg: dtype ",
                       static_cast<at::ScalarType>(v.toInt()), " cannot be passed to engines");
           continue;
         case ArgKind::kLayout: out.kind = OPENREG_VALUE_LAYOUT; out.u.i = v.toInt(); continue;
@@ -270,14 +245,7 @@ openreg_status CallBuilder::alloc_output(const openreg_call* call, int32_t index
     set_thread_error(OPENREG_STATUS_INVALID_ARGUMENT, "alloc_output: bad index, ndim or pointer");
     return OPENREG_STATUS_INVALID_ARGUMENT;
   }
-  at::ScalarType st = at::ScalarType::Undefined;
-  for (int i = 0; i < static_cast<int>(at::ScalarType::NumOptions); ++i) {
-    openreg_dtype d;
-    if (to_abi_dtype(static_cast<at::ScalarType>(i), &d) && d == dtype) {
-      st = static_cast<at::ScalarType>(i);
-      break;
-    }
-  }
+  const at::ScalarType st = bridge::to_scalar_type(dtype);
   if (st == at::ScalarType::Undefined) {
     set_thread_error(OPENREG_STATUS_INVALID_ARGUMENT, "alloc_output: unknown dtype");
     return OPENREG_STATUS_INVALID_ARGUMENT;

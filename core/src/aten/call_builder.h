@@ -14,7 +14,6 @@
 namespace openreg {
 
 struct OpPlan;
-bool to_abi_dtype(at::ScalarType type, openreg_dtype* out);
 
 class CallBuilder {
  public:

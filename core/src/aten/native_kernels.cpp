@@ -1,7 +1,7 @@
 // Metadata ops and copies: native PrivateUse1 kernels that never reach an engine.
 // Device memory is host memory, so copies are CPU copies on aliases of it.
 #include "../runtime/runtime.h"
-#include "host_alias.h"
+#include "cpu_alias.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
@@ -17,13 +17,6 @@
 #include <torch/library.h>
 
 namespace openreg {
-
-at::Tensor host_alias(const at::Tensor& t) {
-  if (!t.defined() || t.device().is_cpu()) return t;
-  // from_blob of a zero-size tensor still wants a pointer; any will do.
-  void* data = t.numel() ? t.data_ptr() : reinterpret_cast<void*>(64);
-  return at::from_blob(data, t.sizes(), t.strides(), at::TensorOptions().dtype(t.dtype()).device(at::kCPU));
-}
 
 namespace {
 
@@ -110,9 +103,9 @@ at::Tensor& set_empty(at::Tensor& self) {
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
-  // self is the source. Either side may be CPU; host_alias keeps CPU tensors as they are.
+  // self is the source. Either side may be CPU; cpu_alias keeps CPU tensors as they are.
   if (dst.numel() == 0) return dst;
-  host_alias(dst).copy_(host_alias(self));
+  cpu_alias(dst).copy_(cpu_alias(self));
   return dst;
 }
 
@@ -121,7 +114,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
-at::Scalar local_scalar_dense(const at::Tensor& self) { return at::_local_scalar_dense(host_alias(self)); }
+at::Scalar local_scalar_dense(const at::Tensor& self) { return at::_local_scalar_dense(cpu_alias(self)); }
 
 // Whether `self.data = from` may swap from's storage and geometry into self's
 // TensorImpl (nn.Module._apply relies on it to keep a Parameter, and so tied

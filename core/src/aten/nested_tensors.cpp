@@ -11,7 +11,7 @@
 // allocation, and metadata the kernel handed back (nested sizes) stays on the CPU.
 #include "../runtime/runtime.h"
 #include "boxed_args.h"
-#include "host_alias.h"
+#include "cpu_alias.h"
 
 #include <ATen/NestedTensorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -165,7 +165,7 @@ void run_nested_on_reference_path(const c10::OperatorHandle& op, torch::jit::Sta
     }
     cpu.push_back(map_tensors(a, [](const at::Tensor& t) {
       if (t.device().type() != kDevice) return t;
-      return t.is_nested() ? nested_to_host(t) : host_alias(t);
+      return t.is_nested() ? nested_to_host(t) : cpu_alias(t);
     }));
   }
   c10::DispatchKeySet keys(c10::DispatchKey::CPU);

@@ -3,6 +3,7 @@
 // then offers the call to the engines of the chain in order (or runs it on the
 // host's reference path when the ABI cannot carry it). docs/design.md walks one
 // call through it.
+#include "../bridge/torch_abi.h"
 #include "../runtime/runtime.h"
 #include "call_builder.h"
 #include "call_checks.h"
@@ -44,7 +45,7 @@ c10::DeviceIndex call_device(const OpPlan& plan, c10::ArrayRef<c10::IValue> args
                              bool* has_dtype) {
   c10::DeviceIndex dev = -1;
   auto visit = [&](const at::Tensor& t) {
-    if (!*has_dtype) *has_dtype = to_abi_dtype(t.scalar_type(), dtype);
+    if (!*has_dtype) *has_dtype = bridge::to_abi_dtype(t.scalar_type(), dtype);
     if (dev < 0 && t.device().type() == kDevice) dev = t.device().index();
   };
   for (int i : plan.tensor_args) {

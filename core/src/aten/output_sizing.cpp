@@ -206,6 +206,8 @@ std::shared_ptr<const OutputPlan> output_plan(const c10::OperatorHandle& op, c10
   std::shared_ptr<const OutputPlan> result;
   try {
     result = run_meta(op, args, plan);
+  } catch (const c10::NotImplementedError&) {
+    result = dynamic_plan();  // no Meta kernel
   } catch (const std::exception&) {
     // An op that writes out= arguments cannot be sized by its engine: the Meta
     // kernel's error (arange's "step must be nonzero") is the user's answer.

@@ -2,7 +2,8 @@
 
 #include "../runtime/runtime.h"
 #include "boxed_args.h"
-#include "host_alias.h"
+#include "../bridge/torch_abi.h"
+#include "cpu_alias.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/empty.h>
@@ -43,11 +44,11 @@ void run_on_reference_path(const c10::OperatorHandle& op, torch::jit::Stack* sta
     if (a.isGenerator()) {
       uint64_t seed, offset;
       next_random_stream(a.toGenerator(), device.index(), &seed, &offset);
-      cpu.emplace_back(at::make_generator<at::CPUGeneratorImpl>(seed ^ (offset * 0x9E3779B97F4A7C15ULL)));
+      cpu.emplace_back(at::make_generator<at::CPUGeneratorImpl>(bridge::mix_random_stream(seed, offset)));
     } else if (a.isDevice()) {
       cpu.emplace_back(c10::Device(c10::kCPU));
     } else {
-      cpu.push_back(map_tensors(a, host_alias));
+      cpu.push_back(map_tensors(a, cpu_alias));
     }
   }
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);

@@ -66,21 +66,13 @@ bool is_dense(const sdk::Tensor& t) {
 }
 
 Key& Key::add(const sdk::Tensor& t) {
-  if (!t.defined()) {
-    s += "|none";
-    return *this;
-  }
-  s += '|';
-  s += sdk::dtype_name(t.dtype());
-  s += '[';
-  for (int64_t i = 0; i < t.dim(); ++i) {
-    s += std::to_string(t.size(i));
-    s += ':';
-    s += std::to_string(t.stride(i));
-    s += ' ';
-  }
-  s += ']';
-  return *this;
+  if (!t.defined()) return add(static_cast<int64_t>(-1));
+  const openreg_dtype d = t.dtype();
+  const int64_t head = (static_cast<int64_t>(d.code) << 40) | (static_cast<int64_t>(d.bits) << 24) |
+                       (static_cast<int64_t>(d.lanes) << 8) | t.dim();
+  add(head);
+  put(t.sizes().begin(), static_cast<size_t>(t.dim()) * sizeof(int64_t));
+  return put(t.strides().begin(), static_cast<size_t>(t.dim()) * sizeof(int64_t));
 }
 
 // ------------------------------------------------------------- cache
@@ -90,7 +82,8 @@ struct CacheImpl {
   using Entry = std::pair<std::string, std::shared_ptr<void>>;
   mutable std::mutex mutex;
   std::list<Entry> lru;  // front: most recent
-  std::unordered_map<std::string, std::list<Entry>::iterator> map;
+  // Keys view the strings of the list's entries (list nodes never move).
+  std::unordered_map<std::string_view, std::list<Entry>::iterator> map;
   size_t capacity = 2048;
   std::atomic<uint64_t> hits{0}, misses{0};
 };
@@ -105,8 +98,9 @@ Cache& Cache::get() {
   return c;
 }
 
-std::shared_ptr<void> Cache::find_or_make(const std::string& key, const std::function<std::shared_ptr<void>()>& make) {
+std::shared_ptr<void> Cache::find_or_make(const Key& k, const std::function<std::shared_ptr<void>()>& make) {
   CacheImpl& c = impl();
+  const std::string_view key = k.bytes();
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     auto it = c.map.find(key);
@@ -123,11 +117,11 @@ std::shared_ptr<void> Cache::find_or_make(const std::string& key, const std::fun
   ++c.misses;
   auto it = c.map.find(key);
   if (it != c.map.end()) return it->second->second;
-  host().log(OPENREG_LOG_DEBUG, "onednn: primitive cache miss #" + std::to_string(c.misses.load()) + ": " + key);
-  c.lru.emplace_front(key, made);
-  c.map[key] = c.lru.begin();
+  host().log(OPENREG_LOG_DEBUG, "onednn: primitive cache miss #" + std::to_string(c.misses.load()) + ": " + k.op());
+  c.lru.emplace_front(std::string(key), made);
+  c.map[std::string_view(c.lru.front().first)] = c.lru.begin();
   while (c.lru.size() > c.capacity) {
-    c.map.erase(c.lru.back().first);
+    c.map.erase(std::string_view(c.lru.back().first));
     c.lru.pop_back();
   }
   return made;
@@ -224,13 +218,17 @@ dnnl::stream& thread_stream() {
   return s;
 }
 
-void execute(const dnnl::primitive& p, const dnnl::primitive_desc_base& pd, std::unordered_map<int, memory> args) {
+void execute(const dnnl::primitive& p, const dnnl::primitive_desc_base& pd, Args args) {
   const memory::desc spd = pd.scratchpad_desc();
   const size_t bytes = spd.get_size();
   Buffers scratch;
   if (bytes) args.emplace(DNNL_ARG_SCRATCHPAD, memory(spd, cpu(), scratch.alloc(bytes)));
+  // The C call: the C++ one converts an unordered_map into this array per call.
+  std::array<dnnl_exec_arg_t, 17> raw;
+  for (int i = 0; i < args.size(); ++i) raw[static_cast<size_t>(i)] = dnnl_exec_arg_t{args.id(i), args.mem(i)};
   dnnl::stream& s = thread_stream();
-  p.execute(s, args);
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(p.get(), s.get(), args.size(), raw.data()),
+                          "could not execute a primitive");
   s.wait();
 }
 
@@ -245,12 +243,8 @@ void reorder(const memory::desc& from, void* src, const memory::desc& to, void* 
   Key k("reorder");
   k.add(from.dims()).add(static_cast<int64_t>(from.data_type()));
   // The full descriptor (blocking included) identifies the layout.
-  const auto add_raw = [&](const memory::desc& d) {
-    const char* p = reinterpret_cast<const char*>(&d.data);
-    k.s.append(p, sizeof(d.data));
-  };
-  add_raw(from);
-  add_raw(to);
+  k.add_raw(&from.data, sizeof(from.data));
+  k.add_raw(&to.data, sizeof(to.data));
   auto e = cached<ReorderEntry>(k, [&] {
     dnnl::primitive_attr a = base_attr();
     dnnl::reorder::primitive_desc pd(cpu(), from, cpu(), to, a);

@@ -9,10 +9,13 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -56,44 +59,51 @@ bool is_dense(const sdk::Tensor& t);
 
 // ------------------------------------------------------------ cache key
 
-struct Key {
-  std::string s;
-  explicit Key(const char* op) : s(op) { s.reserve(160); }
-  Key& add(int64_t v) {
-    s += ',';
-    s += std::to_string(v);
-    return *this;
-  }
-  Key& add(double v) {
-    s += ',';
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%a", v);
-    s += buf;
-    return *this;
-  }
-  Key& add(const char* v) {
-    s += '|';
-    s += v;
-    return *this;
-  }
+// The fields of a primitive's cache key as raw bytes (no number formatting; no
+// heap allocation below kInline bytes): built on every call, so kept cheap.
+class Key {
+ public:
+  explicit Key(const char* op) : op_(op) { put(op, std::strlen(op) + 1); }
+  Key& add(int64_t v) { return put(&v, sizeof v); }
+  Key& add(double v) { return put(&v, sizeof v); }
+  Key& add(const char* v) { return put(v, std::strlen(v) + 1); }
   Key& add(const memory::dims& d) {
-    s += '[';
-    for (auto v : d) add(static_cast<int64_t>(v));
-    s += ']';
-    return *this;
+    add(static_cast<int64_t>(d.size()));
+    return put(d.data(), d.size() * sizeof(memory::dim));
   }
   Key& add(const sdk::Tensor& t);  // dtype, sizes, strides (or "none" when undefined)
+  Key& add_raw(const void* p, size_t n) { return put(p, n); }
+  std::string_view bytes() const { return heap_.empty() ? std::string_view(buf_, n_) : std::string_view(heap_); }
+  const char* op() const { return op_; }
+
+ private:
+  static constexpr size_t kInline = 448;
+  Key& put(const void* p, size_t n) {
+    if (heap_.empty() && n_ + n <= kInline) {
+      std::memcpy(buf_ + n_, p, n);
+      n_ += n;
+    } else {
+      if (heap_.empty()) heap_.assign(buf_, n_);
+      heap_.append(static_cast<const char*>(p), n);
+    }
+    return *this;
+  }
+  const char* op_;
+  size_t n_ = 0;
+  char buf_[kInline];
+  std::string heap_;
 };
 
 // ------------------------------------------------------- primitive cache
 
-// A mutex-protected LRU map from a key string to a cached object (primitives,
-// their descriptors, reorders). The object is shared: a hit hands out a
-// shared_ptr, so an entry evicted while another thread runs it stays alive.
+// A mutex-protected LRU map from a key to a cached object (primitives, their
+// descriptors, reorders). The object is shared: a hit hands out a shared_ptr,
+// so an entry evicted while another thread runs it stays alive. A hit
+// allocates nothing.
 class Cache {
  public:
   static Cache& get();
-  std::shared_ptr<void> find_or_make(const std::string& key, const std::function<std::shared_ptr<void>()>& make);
+  std::shared_ptr<void> find_or_make(const Key& key, const std::function<std::shared_ptr<void>()>& make);
   uint64_t hits() const;
   uint64_t misses() const;
   size_t size() const;
@@ -106,12 +116,10 @@ int current_threads();
 // Primitives are keyed by the thread count too: oneDNN sizes some kernels
 // (reductions over threads) when the primitive is created.
 template <class T, class Make>
-std::shared_ptr<T> cached(const Key& key, Make&& make) {
-  std::string k = key.s;
-  k += "|t";
-  k += std::to_string(current_threads());
+std::shared_ptr<T> cached(Key key, Make&& make) {
+  key.add(static_cast<int64_t>(current_threads()));
   return std::static_pointer_cast<T>(
-      Cache::get().find_or_make(k, [&]() -> std::shared_ptr<void> { return std::make_shared<T>(make()); }));
+      Cache::get().find_or_make(key, [&]() -> std::shared_ptr<void> { return std::make_shared<T>(make()); }));
 }
 
 // Sets this thread's OpenMP thread count (oneDNN's runtime is OpenMP) for the
@@ -143,9 +151,31 @@ constexpr double kMemGrain = 65536;
 // scratch per call, so concurrent runs of one cached primitive never share it).
 dnnl::primitive_attr base_attr();
 
+// The arguments of one primitive execution: a short array, not a hash map.
+class Args {
+ public:
+  Args(std::initializer_list<std::pair<int, memory>> args) {
+    for (const auto& a : args) emplace(a.first, a.second);
+  }
+  void emplace(int id, memory m) {
+    if (n_ == kMax) sdk::fail(OPENREG_STATUS_INTERNAL, "onednn: too many primitive arguments");
+    ids_[n_] = id;
+    mems_[n_++] = std::move(m);
+  }
+  int size() const { return n_; }
+  int id(int i) const { return ids_[i]; }
+  dnnl_memory_t mem(int i) const { return mems_[i].get(); }
+
+ private:
+  static constexpr int kMax = 16;
+  int n_ = 0;
+  std::array<int, kMax> ids_{};
+  std::array<memory, kMax> mems_;
+};
+
 // Runs `p` on this thread's stream (with the thread count of the enclosing
 // Threads scope), adding a scratchpad of `pd`'s size from the host.
-void execute(const dnnl::primitive& p, const dnnl::primitive_desc_base& pd, std::unordered_map<int, memory> args);
+void execute(const dnnl::primitive& p, const dnnl::primitive_desc_base& pd, Args args);
 
 
 // Scratch buffers that live for one call, taken from a per-thread arena of

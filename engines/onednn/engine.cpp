@@ -70,94 +70,95 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     const auto f64 = sdk::dtypes::float64, i64 = sdk::dtypes::int64;
     // Ops with a loop of their own serve bfloat16 on any CPU; ops that exist only
     // as oneDNN primitives serve it only where oneDNN has bf16 primitives (isa.hpp).
-    auto op = [&](const char* name, sdk::Kernel k, sdk::SupportsCheck check) {
-      e.op(name, {f32, bf16}, oe::guarded(std::move(k)), std::move(check));
-    };
+    // No op registers a supports check: every kernel validates its call first
+    // and declines (sdk::unsupported) before writing any output, so a call is
+    // one crossing of the ABI.
+    auto op = [&](const char* name, sdk::Kernel k) { e.op(name, {f32, bf16}, oe::guarded(std::move(k))); };
     const bool bf16_prims = oe::cpu_caps().avx512_core;
-    auto op_prim = [&](const char* name, sdk::Kernel k, sdk::SupportsCheck check) {
-      if (bf16_prims) e.op(name, {f32, bf16}, oe::guarded(std::move(k)), std::move(check));
-      else e.op(name, {f32}, oe::guarded(std::move(k)), std::move(check));
+    auto op_prim = [&](const char* name, sdk::Kernel k) {
+      if (bf16_prims) e.op(name, {f32, bf16}, oe::guarded(std::move(k)));
+      else e.op(name, {f32}, oe::guarded(std::move(k)));
     };
     // Elementwise binaries also serve float64 and int64 (plain loops: Adam's
     // step bookkeeping, BatchNorm's num_batches_tracked).
-    auto op_wide = [&](const char* name, bool ints, sdk::Kernel k, sdk::SupportsCheck check) {
-      if (ints) e.op(name, {f32, bf16, f64, i64}, oe::guarded(std::move(k)), std::move(check));
-      else e.op(name, {f32, bf16, f64}, oe::guarded(std::move(k)), std::move(check));
+    auto op_wide = [&](const char* name, bool ints, sdk::Kernel k) {
+      if (ints) e.op(name, {f32, bf16, f64, i64}, oe::guarded(std::move(k)));
+      else e.op(name, {f32, bf16, f64}, oe::guarded(std::move(k)));
     };
     // matmul
-    op_prim("aten::mm", oe::mm, oe::check_matmul);
-    op_prim("aten::mm.out", oe::mm, oe::check_matmul);
-    op_prim("aten::addmm", oe::addmm, oe::check_matmul);
-    op_prim("aten::addmm.out", oe::addmm, oe::check_matmul);
-    op_prim("aten::addmm_", oe::addmm, oe::check_matmul);
-    op_prim("aten::bmm", oe::bmm, oe::check_matmul);
-    op_prim("aten::bmm.out", oe::bmm, oe::check_matmul);
-    op_prim("aten::baddbmm", oe::baddbmm, oe::check_matmul);
-    op_prim("aten::baddbmm.out", oe::baddbmm, oe::check_matmul);
-    op_prim("aten::baddbmm_", oe::baddbmm, oe::check_matmul);
+    op_prim("aten::mm", oe::mm);
+    op_prim("aten::mm.out", oe::mm);
+    op_prim("aten::addmm", oe::addmm);
+    op_prim("aten::addmm.out", oe::addmm);
+    op_prim("aten::addmm_", oe::addmm);
+    op_prim("aten::bmm", oe::bmm);
+    op_prim("aten::bmm.out", oe::bmm);
+    op_prim("aten::baddbmm", oe::baddbmm);
+    op_prim("aten::baddbmm.out", oe::baddbmm);
+    op_prim("aten::baddbmm_", oe::baddbmm);
     // convolution
-    op_prim("aten::convolution", oe::convolution, oe::check_convolution);
-    op_prim("aten::convolution_backward", oe::convolution_backward, oe::check_convolution_backward);
+    op_prim("aten::convolution", oe::convolution);
+    op_prim("aten::convolution_backward", oe::convolution_backward);
     // softmax
-    op_prim("aten::_softmax", oe::softmax, oe::check_softmax);
-    op_prim("aten::_softmax.out", oe::softmax, oe::check_softmax);
-    op_prim("aten::_log_softmax", oe::log_softmax, oe::check_softmax);
-    op_prim("aten::_log_softmax.out", oe::log_softmax, oe::check_softmax);
-    op_prim("aten::_softmax_backward_data", oe::softmax_backward, oe::check_softmax_backward);
-    op_prim("aten::_softmax_backward_data.out", oe::softmax_backward, oe::check_softmax_backward);
-    op_prim("aten::_log_softmax_backward_data", oe::log_softmax_backward, oe::check_softmax_backward);
-    op_prim("aten::_log_softmax_backward_data.out", oe::log_softmax_backward, oe::check_softmax_backward);
+    op_prim("aten::_softmax", oe::softmax);
+    op_prim("aten::_softmax.out", oe::softmax);
+    op_prim("aten::_log_softmax", oe::log_softmax);
+    op_prim("aten::_log_softmax.out", oe::log_softmax);
+    op_prim("aten::_softmax_backward_data", oe::softmax_backward);
+    op_prim("aten::_softmax_backward_data.out", oe::softmax_backward);
+    op_prim("aten::_log_softmax_backward_data", oe::log_softmax_backward);
+    op_prim("aten::_log_softmax_backward_data.out", oe::log_softmax_backward);
     // reductions
-    op("aten::sum.dim_IntList", oe::sum_dim, oe::check_reduction);
-    op("aten::sum.IntList_out", oe::sum_dim, oe::check_reduction);
-    op("aten::mean.dim", oe::mean_dim, oe::check_reduction);
-    op("aten::mean.out", oe::mean_dim, oe::check_reduction);
+    op("aten::sum.dim_IntList", oe::sum_dim);
+    op("aten::sum.IntList_out", oe::sum_dim);
+    op("aten::mean.dim", oe::mean_dim);
+    op("aten::mean.out", oe::mean_dim);
     // unary eltwise: functional, in-place, out=
     for (const char* u : {"relu", "gelu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs"}) {
       const std::string n = std::string("aten::") + u;
-      op(n.c_str(), oe::unary(u), oe::check_unary(u));
-      op((n + "_").c_str(), oe::unary(u), oe::check_unary(u));
-      op((n + ".out").c_str(), oe::unary(u), oe::check_unary(u));
+      op(n.c_str(), oe::unary(u));
+      op((n + "_").c_str(), oe::unary(u));
+      op((n + ".out").c_str(), oe::unary(u));
     }
     for (const char* u : {"threshold_backward", "sigmoid_backward", "tanh_backward", "gelu_backward"}) {
       const std::string n = std::string("aten::") + u;
-      op(n.c_str(), oe::activation_backward(u), oe::check_activation_backward(u));
+      op(n.c_str(), oe::activation_backward(u));
     }
     // binary with broadcasting
     for (const char* b : {"add", "sub", "mul", "div"}) {
       const std::string n = std::string("aten::") + b;
       const bool ints = std::string(b) != "div";
-      op_wide((n + ".Tensor").c_str(), ints, oe::binary(b), oe::check_binary(b));
-      op_wide((n + "_.Tensor").c_str(), ints, oe::binary(b), oe::check_binary(b));
-      op_wide((n + ".out").c_str(), ints, oe::binary(b), oe::check_binary(b));
+      op_wide((n + ".Tensor").c_str(), ints, oe::binary(b));
+      op_wide((n + "_.Tensor").c_str(), ints, oe::binary(b));
+      op_wide((n + ".out").c_str(), ints, oe::binary(b));
     }
     for (const char* b : {"maximum", "minimum"}) {
       const std::string n = std::string("aten::") + b;
-      op_wide(n.c_str(), true, oe::binary(b), oe::check_binary(b));
-      op_wide((n + ".out").c_str(), true, oe::binary(b), oe::check_binary(b));
+      op_wide(n.c_str(), true, oe::binary(b));
+      op_wide((n + ".out").c_str(), true, oe::binary(b));
     }
     // pointwise loops (Adam), fill
-    for (const char* v : {"aten::addcmul", "aten::addcmul_", "aten::addcmul.out"}) op(v, oe::addcmul, oe::check_ternary);
-    for (const char* v : {"aten::addcdiv", "aten::addcdiv_", "aten::addcdiv.out"}) op(v, oe::addcdiv, oe::check_ternary);
+    for (const char* v : {"aten::addcmul", "aten::addcmul_", "aten::addcmul.out"}) op(v, oe::addcmul);
+    for (const char* v : {"aten::addcdiv", "aten::addcdiv_", "aten::addcdiv.out"}) op(v, oe::addcdiv);
     for (const char* v : {"aten::lerp.Scalar", "aten::lerp_.Scalar", "aten::lerp.Scalar_out"})
-      op(v, oe::lerp_scalar, oe::check_ternary);
+      op(v, oe::lerp_scalar);
     for (const char* v : {"aten::lerp.Tensor", "aten::lerp_.Tensor"})
-      op(v, oe::lerp_tensor, oe::check_ternary);
-    op("aten::fill_.Scalar", oe::fill_scalar, oe::check_fill);
-    op("aten::zero_", oe::zero, oe::check_fill);
+      op(v, oe::lerp_tensor);
+    op("aten::fill_.Scalar", oe::fill_scalar);
+    op("aten::zero_", oe::zero);
     // losses
-    op("aten::nll_loss_forward", oe::nll_loss_forward, oe::check_nll_loss);
-    op("aten::nll_loss_backward", oe::nll_loss_backward, oe::check_nll_loss);
+    op("aten::nll_loss_forward", oe::nll_loss_forward);
+    op("aten::nll_loss_backward", oe::nll_loss_backward);
     // normalisation
-    op_prim("aten::native_batch_norm", oe::batch_norm, oe::check_batch_norm);
-    op_prim("aten::native_batch_norm_backward", oe::batch_norm_backward, oe::check_batch_norm_backward);
-    op_prim("aten::native_layer_norm", oe::layer_norm, oe::check_layer_norm);
-    op_prim("aten::native_layer_norm_backward", oe::layer_norm_backward, oe::check_layer_norm_backward);
+    op_prim("aten::native_batch_norm", oe::batch_norm);
+    op_prim("aten::native_batch_norm_backward", oe::batch_norm_backward);
+    op_prim("aten::native_layer_norm", oe::layer_norm);
+    op_prim("aten::native_layer_norm_backward", oe::layer_norm_backward);
     // pooling
-    op("aten::max_pool2d_with_indices", oe::max_pool2d_with_indices, oe::check_max_pool2d);
-    op("aten::max_pool2d_with_indices_backward", oe::max_pool2d_with_indices_backward, oe::check_max_pool2d_backward);
-    op_prim("aten::avg_pool2d", oe::avg_pool2d, oe::check_avg_pool2d);
-    op_prim("aten::avg_pool2d_backward", oe::avg_pool2d_backward, oe::check_avg_pool2d_backward);
+    op("aten::max_pool2d_with_indices", oe::max_pool2d_with_indices);
+    op("aten::max_pool2d_with_indices_backward", oe::max_pool2d_with_indices_backward);
+    op_prim("aten::avg_pool2d", oe::avg_pool2d);
+    op_prim("aten::avg_pool2d_backward", oe::avg_pool2d_backward);
     e.on_init([](const sdk::Host& h) {
       oe::g_host = h;
       oe::g_engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);

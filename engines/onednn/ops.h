@@ -11,56 +11,39 @@ void mm(const sdk::Call& call);
 void addmm(const sdk::Call& call);
 void bmm(const sdk::Call& call);
 void baddbmm(const sdk::Call& call);
-void check_matmul(const sdk::Call& call);
 
 // ops_conv.cpp
 void convolution(const sdk::Call& call);
 void convolution_backward(const sdk::Call& call);
-void check_convolution(const sdk::Call& call);
-void check_convolution_backward(const sdk::Call& call);
 
 // ops_pool.cpp
 void max_pool2d_with_indices(const sdk::Call& call);
 void max_pool2d_with_indices_backward(const sdk::Call& call);
 void avg_pool2d(const sdk::Call& call);
 void avg_pool2d_backward(const sdk::Call& call);
-void check_max_pool2d(const sdk::Call& call);
-void check_max_pool2d_backward(const sdk::Call& call);
-void check_avg_pool2d(const sdk::Call& call);
-void check_avg_pool2d_backward(const sdk::Call& call);
 
 // ops_norm.cpp
 void batch_norm(const sdk::Call& call);
 void batch_norm_backward(const sdk::Call& call);
 void layer_norm(const sdk::Call& call);
 void layer_norm_backward(const sdk::Call& call);
-void check_batch_norm(const sdk::Call& call);
-void check_batch_norm_backward(const sdk::Call& call);
-void check_layer_norm(const sdk::Call& call);
-void check_layer_norm_backward(const sdk::Call& call);
 
 // ops_softmax.cpp
 void softmax(const sdk::Call& call);
 void log_softmax(const sdk::Call& call);
 void softmax_backward(const sdk::Call& call);
 void log_softmax_backward(const sdk::Call& call);
-void check_softmax(const sdk::Call& call);
-void check_softmax_backward(const sdk::Call& call);
 
 // ops_eltwise.cpp: unary ops and activation backwards. `name` picks the op.
 sdk::Kernel unary(const char* name);
-sdk::SupportsCheck check_unary(const char* name);
 sdk::Kernel activation_backward(const char* name);
-sdk::SupportsCheck check_activation_backward(const char* name);
 
 // ops_binary.cpp: add/sub/mul/div/maximum/minimum with broadcasting.
 sdk::Kernel binary(const char* name);
-sdk::SupportsCheck check_binary(const char* name);
 
 // ops_reduction.cpp
 void sum_dim(const sdk::Call& call);
 void mean_dim(const sdk::Call& call);
-void check_reduction(const sdk::Call& call);
 
 // ops_pointwise.cpp: Adam's addcmul/addcdiv/lerp, fill_, zero_ (plain loops).
 void addcmul(const sdk::Call& call);
@@ -69,12 +52,9 @@ void lerp_scalar(const sdk::Call& call);
 void lerp_tensor(const sdk::Call& call);
 void fill_scalar(const sdk::Call& call);
 void zero(const sdk::Call& call);
-void check_ternary(const sdk::Call& call);
-void check_fill(const sdk::Call& call);
 
 // ops_loss.cpp: nll_loss forward/backward (plain loops).
 void nll_loss_forward(const sdk::Call& call);
 void nll_loss_backward(const sdk::Call& call);
-void check_nll_loss(const sdk::Call& call);
 
 }  // namespace onednn_engine

@@ -36,8 +36,8 @@ bool loop_only_dtype(openreg_dtype d) {
   return sdk::same_dtype(d, sdk::dtypes::float64) || sdk::same_dtype(d, sdk::dtypes::int64);
 }
 
-void check(const sdk::Call& call, Bin op) {
-  sdk::Tensor a = call.tensor(0), b = call.tensor(1), out = call.output(0);
+// Declines what the loops and primitives below do not serve (before any write).
+void check(const sdk::Call& call, Bin op, const sdk::Tensor& a, const sdk::Tensor& b, const sdk::Tensor& out) {
   if (sdk::same_dtype(out.dtype(), sdk::dtypes::int64))
     OPENREG_SDK_REQUIRE(op != Bin::Div, call.op_name(), ": integer division is not served");
   if (!loop_only_dtype(out.dtype())) dnnl_dt(out.dtype(), call.op_name().data());
@@ -99,16 +99,11 @@ inline C apply(Bin op, C x, C y) {
 
 }  // namespace
 
-sdk::SupportsCheck check_binary(const char* name) {
-  const Bin op = bin_of(name);
-  return [op](const sdk::Call& call) { check(call, op); };
-}
-
 sdk::Kernel binary(const char* name) {
   const Bin op = bin_of(name);
   return [op](const sdk::Call& call) {
-    check(call, op);
     sdk::Tensor a = call.tensor(0), b = call.tensor(1), out = call.output(0);
+    check(call, op, a, b, out);
     const double alpha = has_alpha(op) ? call.scalar_or(2, 1.0) : 1.0;
     if (out.numel() == 0) return;
     if (op != Bin::Max && op != Bin::Min && !loop_only_dtype(out.dtype()) && !scalar_other(out, b) &&

@@ -153,19 +153,7 @@ void fill_zero(const sdk::Tensor& t) {
   sdk::unary_map<T>(host(), t, t, [](T) { return 0.0f; });
 }
 
-}  // namespace
 
-void check_convolution(const sdk::Call& call) {
-  check_common(call, call.tensor(0), call.tensor(1));
-  if (auto b = call.optional_tensor(2)) require_dtype(call, call.tensor(0).dtype(), {*b});
-}
-
-void check_convolution_backward(const sdk::Call& call) {
-  check_common(call, call.tensor(1), call.tensor(2));
-  require_dtype(call, call.tensor(1).dtype(), {call.tensor(0)});
-}
-
-namespace {
 
 // Multiply-adds of a convolution (or transposed one) times 2: the larger
 // activation times the weight's per-output-channel size.
@@ -205,8 +193,8 @@ void convolution_impl(const sdk::Call& call) {
     return FwdEntry<K>{pd, typename K::Fwd(pd)};
   });
   Buffers b;
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, stage_in(b, xmd, x.bytes(), e->pd.src_desc())},
-                                       {DNNL_ARG_WEIGHTS, stage_in(b, wmd, w.bytes(), e->pd.weights_desc())}};
+  Args args{{DNNL_ARG_SRC, stage_in(b, xmd, x.bytes(), e->pd.src_desc())},
+            {DNNL_ARG_WEIGHTS, stage_in(b, wmd, w.bytes(), e->pd.weights_desc())}};
   if (bias) args.emplace(DNNL_ARG_BIAS, memory(bmd, cpu(), bias->bytes()));
   Out out = stage_out(b, ymd, y.bytes(), e->pd.dst_desc());
   args.emplace(DNNL_ARG_DST, out.mem);
@@ -297,16 +285,26 @@ void convolution_backward_impl(const sdk::Call& call) {
     const auto& e = weights_e;
     void* gw_ptr = want_gw ? static_cast<void*>(gw.bytes()) : b.alloc(gwmd.get_size());
     Out out = stage_out(b, gwmd, gw_ptr, e->pd.diff_weights_desc());
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, stage_in(b, xmd, x.bytes(), e->pd.src_desc())},
-                                         {DNNL_ARG_DIFF_DST,
-                                          gy_staged && gy_staged->get_desc() == e->pd.diff_dst_desc()
-                                              ? *gy_staged
-                                              : stage_in(b, gymd, gy.bytes(), e->pd.diff_dst_desc())},
-                                         {DNNL_ARG_DIFF_WEIGHTS, out.mem}};
+    Args args{{DNNL_ARG_SRC, stage_in(b, xmd, x.bytes(), e->pd.src_desc())},
+              {DNNL_ARG_DIFF_DST,
+               gy_staged && gy_staged->get_desc() == e->pd.diff_dst_desc()
+                   ? *gy_staged
+                   : stage_in(b, gymd, gy.bytes(), e->pd.diff_dst_desc())},
+              {DNNL_ARG_DIFF_WEIGHTS, out.mem}};
     if (want_gb) args.emplace(DNNL_ARG_DIFF_BIAS, memory(gbmd, cpu(), gb.bytes()));
     execute(e->prim, e->pd, std::move(args));
     if (want_gw) out.finish();
   }
+}
+
+void check_convolution(const sdk::Call& call) {
+  check_common(call, call.tensor(0), call.tensor(1));
+  if (auto b = call.optional_tensor(2)) require_dtype(call, call.tensor(0).dtype(), {*b});
+}
+
+void check_convolution_backward(const sdk::Call& call) {
+  check_common(call, call.tensor(1), call.tensor(2));
+  require_dtype(call, call.tensor(1).dtype(), {call.tensor(0)});
 }
 
 }  // namespace

@@ -29,7 +29,6 @@ NllArgs nll_args(const sdk::Tensor& x, const sdk::Tensor& t) {
   a.ts = t.dim() == 0 ? 0 : t.stride(0);
   return a;
 }
-}  // namespace
 
 void check_nll_loss(const sdk::Call& call) {
   const bool backward = call.op_name().find("backward") != std::string_view::npos;
@@ -42,6 +41,7 @@ void check_nll_loss(const sdk::Call& call) {
     if (call.output(i).defined()) require_dtype(call, x.dtype(), {call.output(i)});
   if (backward) require_dtype(call, x.dtype(), {call.tensor(0), call.tensor(6)});
 }
+}  // namespace
 
 void nll_loss_forward(const sdk::Call& call) {
   check_nll_loss(call);

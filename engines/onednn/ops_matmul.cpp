@@ -31,8 +31,11 @@ void run_matmul(const sdk::Call& call, bool batched, bool add) {
   const int ai = add ? 1 : 0;
   sdk::Tensor a = call.tensor(ai), b = call.tensor(ai + 1), out = call.output(0);
   const int rank = batched ? 3 : 2;
-  OPENREG_SDK_REQUIRE(a.dim() == rank && b.dim() == rank, call.op_name(), ": ", rank, "-d operands expected");
+  dnnl_dt(out.dtype(), "matmul");
+  require_primitives(call, out.dtype());
   require_dtype(call, out.dtype(), {a, b});
+  if (add) require_dtype(call, out.dtype(), {call.tensor(0)});
+  OPENREG_SDK_REQUIRE(a.dim() == rank && b.dim() == rank, call.op_name(), ": ", rank, "-d operands expected");
   const double beta = add ? call.scalar_or(3, 1.0) : 0.0;
   const double alpha = add ? call.scalar_or(4, 1.0) : 1.0;
   const int64_t M = a.size(rank - 2), K = a.size(rank - 1), N = b.size(rank - 1);
@@ -40,10 +43,7 @@ void run_matmul(const sdk::Call& call, bool batched, bool add) {
   OPENREG_SDK_CHECK(b.size(rank - 2) == K, call.op_name(), ": shapes ", a.describe(), " and ", b.describe(),
                     " cannot be multiplied");
   std::optional<sdk::Tensor> self;
-  if (add && beta != 0.0) {
-    self = call.tensor(0);
-    require_dtype(call, out.dtype(), {*self});
-  }
+  if (add && beta != 0.0) self = call.tensor(0);
   if (M == 0 || N == 0 || B == 0) return;
   Threads threads(threads_for(2.0 * static_cast<double>(B * M) * static_cast<double>(N * K), kFlopGrain));
   dispatch_float(out.dtype(), call.op_name().data(), [&](auto tag) {
@@ -89,9 +89,9 @@ void run_matmul(const sdk::Call& call, bool batched, bool add) {
     }
     OPENREG_SDK_REQUIRE(e->ok, call.op_name(), ": oneDNN has no matmul for ", a.describe(), " @ ", b.describe(), " -> ",
                         out.describe());
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(av.md, cpu(), av.p)},
-                                         {DNNL_ARG_WEIGHTS, memory(bv.md, cpu(), bv.p)},
-                                         {DNNL_ARG_DST, make_mem(out, md_of(out))}};
+    Args args{{DNNL_ARG_SRC, memory(av.md, cpu(), av.p)},
+              {DNNL_ARG_WEIGHTS, memory(bv.md, cpu(), bv.p)},
+              {DNNL_ARG_DST, make_mem(out, md_of(out))}};
     if (mode == 1)
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, make_mem(*self, bias_md(*self, rank)));
     if (mode == 2) sdk::unary_map<T>(host(), out, *self, [fbeta](T x) { return fbeta * static_cast<float>(x); });
@@ -100,16 +100,6 @@ void run_matmul(const sdk::Call& call, bool batched, bool add) {
 }
 
 }  // namespace
-
-void check_matmul(const sdk::Call& call) {
-  const bool add = call.op_name().find("add") != std::string_view::npos;
-  const int ai = add ? 1 : 0;
-  sdk::Tensor a = call.tensor(ai), b = call.tensor(ai + 1), out = call.output(0);
-  dnnl_dt(out.dtype(), "matmul");
-  require_primitives(call, out.dtype());
-  require_dtype(call, out.dtype(), {a, b});
-  if (add) require_dtype(call, out.dtype(), {call.tensor(0)});
-}
 
 void mm(const sdk::Call& call) { run_matmul(call, false, false); }
 void addmm(const sdk::Call& call) { run_matmul(call, false, true); }

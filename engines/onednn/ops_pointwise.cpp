@@ -38,14 +38,16 @@ void ternary_map(const sdk::Tensor& out, const sdk::Tensor& a, const sdk::Tensor
 
 float lerp(float a, float b, float w) { return w < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w); }
 
-}  // namespace
-
 void check_ternary(const sdk::Call& call) {
   sdk::Tensor out = call.output(0);
   dnnl_dt(out.dtype(), call.op_name().data());
   require_dtype(call, out.dtype(), {call.tensor(0), call.tensor(1)});
   if (call.kind(2) == OPENREG_VALUE_TENSOR) require_dtype(call, out.dtype(), {call.tensor(2)});
 }
+
+void check_fill(const sdk::Call& call) { dnnl_dt(call.output(0).dtype(), call.op_name().data()); }
+
+}  // namespace
 
 void addcmul(const sdk::Call& call) {
   check_ternary(call);
@@ -91,8 +93,6 @@ void lerp_tensor(const sdk::Call& call) {
                    [](float a, float b, float w) { return lerp(a, b, w); });
   });
 }
-
-void check_fill(const sdk::Call& call) { dnnl_dt(call.output(0).dtype(), call.op_name().data()); }
 
 void fill_scalar(const sdk::Call& call) {
   check_fill(call);

@@ -184,7 +184,6 @@ void check_pool_input(const sdk::Call& call, const sdk::Tensor& x) {
   OPENREG_SDK_REQUIRE(x.dim() == 3 || x.dim() == 4, call.op_name(), ": 3-d or 4-d input only");
 }
 
-}  // namespace
 
 void check_max_pool2d(const sdk::Call& call) {
   sdk::Tensor x = call.tensor(0);
@@ -192,6 +191,7 @@ void check_max_pool2d(const sdk::Call& call) {
   require_dtype(call, x.dtype(), {call.output(0)});
   OPENREG_SDK_REQUIRE(sdk::same_dtype(call.output(1).dtype(), sdk::dtypes::int64), call.op_name(), ": int64 indices only");
 }
+}  // namespace
 
 void max_pool2d_with_indices(const sdk::Call& call) {
   check_max_pool2d(call);
@@ -220,12 +220,14 @@ void max_pool2d_with_indices(const sdk::Call& call) {
   });
 }
 
+namespace {
 void check_max_pool2d_backward(const sdk::Call& call) {
   sdk::Tensor g = call.tensor(0), x = call.tensor(1);
   check_pool_input(call, x);
   require_dtype(call, x.dtype(), {g, call.output(0)});
   OPENREG_SDK_REQUIRE(sdk::same_dtype(call.tensor(7).dtype(), sdk::dtypes::int64), call.op_name(), ": int64 indices only");
 }
+}  // namespace
 
 void max_pool2d_with_indices_backward(const sdk::Call& call) {
   check_max_pool2d_backward(call);
@@ -344,7 +346,6 @@ std::shared_ptr<AvgEntry> avg_entry(const sdk::Call& call, const sdk::Tensor& x,
   return e;
 }
 
-}  // namespace
 
 void check_avg_pool2d(const sdk::Call& call) {
   sdk::Tensor x = call.tensor(0);
@@ -354,6 +355,7 @@ void check_avg_pool2d(const sdk::Call& call) {
   OPENREG_SDK_REQUIRE(call.is_none(6), call.op_name(), ": divisor_override is not served");
   OPENREG_SDK_REQUIRE(!has_zero_stride(x), call.op_name(), ": expanded input");
 }
+}  // namespace
 
 void avg_pool2d(const sdk::Call& call) {
   check_avg_pool2d(call);
@@ -364,6 +366,7 @@ void avg_pool2d(const sdk::Call& call) {
   execute(e->fwd, e->fpd, {{DNNL_ARG_SRC, make_mem(x, pool_md(x))}, {DNNL_ARG_DST, make_mem(y, pool_md(y))}});
 }
 
+namespace {
 void check_avg_pool2d_backward(const sdk::Call& call) {
   sdk::Tensor g = call.tensor(0), x = call.tensor(1);
   check_pool_input(call, x);
@@ -372,6 +375,7 @@ void check_avg_pool2d_backward(const sdk::Call& call) {
   OPENREG_SDK_REQUIRE(call.is_none(7), call.op_name(), ": divisor_override is not served");
   OPENREG_SDK_REQUIRE(!has_zero_stride(g), call.op_name(), ": expanded gradient");
 }
+}  // namespace
 
 void avg_pool2d_backward(const sdk::Call& call) {
   check_avg_pool2d_backward(call);

@@ -9,6 +9,17 @@ namespace onednn_engine {
 
 namespace {
 
+void check_reduction(const sdk::Call& call) {
+  sdk::Tensor x = call.tensor(0), out = call.output(0);
+  dnnl_dt(x.dtype(), call.op_name().data());
+  require_dtype(call, x.dtype(), {out});
+  if (!call.is_none(3)) {
+    const auto& v = call.arg(3);
+    OPENREG_SDK_REQUIRE(v.kind == OPENREG_VALUE_DTYPE && sdk::same_dtype(v.u.dtype, x.dtype()), call.op_name(),
+                        ": a dtype argument other than the input's is not served");
+  }
+}
+
 struct RedEntry {
   bool ok = false;   // oneDNN has a reduction for this case
   bool ref = false;  // oneDNN 2.6 only has its reference kernel for this layout
@@ -60,7 +71,19 @@ void reduce_loop(const sdk::Tensor& x, const sdk::Tensor& out, const std::vector
       auto fn = [&acc](const std::array<char*, 1>& p, const std::array<int64_t, 1>& st, int64_t m) {
         const char* v = p[0];
         float part = 0.0f;  // runs are summed in float, then accumulated in double
-        for (int64_t i = 0; i < m; ++i, v += st[0]) part += static_cast<float>(*reinterpret_cast<const T*>(v));
+        if (st[0] == static_cast<int64_t>(sizeof(T))) {
+          // A contiguous run: 32 independent partial sums, so the vectorised
+          // adds do not wait on one another (one accumulator is latency-bound).
+          const T* q = reinterpret_cast<const T*>(v);
+          float lanes[32] = {};
+          int64_t i = 0;
+          for (; i + 32 <= m; i += 32)
+            for (int j = 0; j < 32; ++j) lanes[j] += static_cast<float>(q[i + j]);
+          for (; i < m; ++i) part += static_cast<float>(q[i]);
+          for (int j = 0; j < 32; ++j) part += lanes[j];
+        } else {
+          for (int64_t i = 0; i < m; ++i, v += st[0]) part += static_cast<float>(*reinterpret_cast<const T*>(v));
+        }
         acc += part;
       };
       sdk::detail::rows(rshape, op, 0, rows, fn);
@@ -142,8 +165,16 @@ void run_reduction(const sdk::Call& call, bool mean) {
     });
   };
   // Expanded inputs (the loop walks stride 0 as is) and dtypes oneDNN has no
-  // primitive for on this CPU.
-  if (has_zero_stride(x) || !has_primitives(x.dtype())) return loop();
+  // primitive for on this CPU. Small inputs whose innermost dim is reduced too:
+  // the loop's contiguous runs vectorise, and it skips the primitive's fixed
+  // cost (sum of 64x64: 5.6 us through the primitive, torch CPU 2.2 us).
+  bool inner_reduced = false;
+  for (int64_t i = n; i-- > 0;)
+    if (x.size(i) > 1) {
+      inner_reduced = red[static_cast<size_t>(i)] && x.stride(i) == 1;
+      break;
+    }
+  if (has_zero_stride(x) || !has_primitives(x.dtype()) || (inner_reduced && x.numel() < kMemGrain)) return loop();
   const memory::desc xmd = md_of(x), omd = md_of(out, dd, ds);
   Key key(mean ? "mean" : "sum");
   key.add(x).add(dd).add(ds);
@@ -165,17 +196,6 @@ void run_reduction(const sdk::Call& call, bool mean) {
 }
 
 }  // namespace
-
-void check_reduction(const sdk::Call& call) {
-  sdk::Tensor x = call.tensor(0), out = call.output(0);
-  dnnl_dt(x.dtype(), call.op_name().data());
-  require_dtype(call, x.dtype(), {out});
-  if (!call.is_none(3)) {
-    const auto& v = call.arg(3);
-    OPENREG_SDK_REQUIRE(v.kind == OPENREG_VALUE_DTYPE && sdk::same_dtype(v.u.dtype, x.dtype()), call.op_name(),
-                        ": a dtype argument other than the input's is not served");
-  }
-}
 
 void sum_dim(const sdk::Call& call) { run_reduction(call, false); }
 void mean_dim(const sdk::Call& call) { run_reduction(call, true); }

@@ -9,6 +9,29 @@ namespace onednn_engine {
 
 namespace {
 
+void check_softmax(const sdk::Call& call) {
+  sdk::Tensor x = call.tensor(0), y = call.output(0);
+  dnnl_dt(x.dtype(), call.op_name().data());
+  require_primitives(call, x.dtype());
+  require_dtype(call, x.dtype(), {y});
+  OPENREG_SDK_REQUIRE(!call.bool_arg(2), call.op_name(), ": half_to_float is not served");
+  // torch 2.13's CPU _softmax.out/_log_softmax.out ignore the strides of a
+  // non-contiguous out= (they write it as if contiguous); the reference engine
+  // reproduces that, so such calls are left to it to stay bit-compatible.
+  OPENREG_SDK_REQUIRE(y.is_contiguous(), call.op_name(),
+                      ": non-contiguous out= (left to aten_ref, which matches torch CPU's behaviour)");
+}
+
+void check_softmax_backward(const sdk::Call& call) {
+  sdk::Tensor g = call.tensor(0), y = call.tensor(1), gx = call.output(0);
+  dnnl_dt(g.dtype(), call.op_name().data());
+  require_primitives(call, g.dtype());
+  require_dtype(call, g.dtype(), {y, gx});
+  const auto& v = call.arg(3);
+  OPENREG_SDK_REQUIRE(v.kind != OPENREG_VALUE_DTYPE || sdk::same_dtype(v.u.dtype, g.dtype()), call.op_name(),
+                      ": input_dtype other than the gradient's is not served");
+}
+
 struct FwdEntry {
   dnnl::softmax_v2_forward::primitive_desc pd;
   dnnl::softmax_v2_forward prim;
@@ -92,29 +115,6 @@ void backward(const sdk::Call& call, bool log) {
 }
 
 }  // namespace
-
-void check_softmax(const sdk::Call& call) {
-  sdk::Tensor x = call.tensor(0), y = call.output(0);
-  dnnl_dt(x.dtype(), call.op_name().data());
-  require_primitives(call, x.dtype());
-  require_dtype(call, x.dtype(), {y});
-  OPENREG_SDK_REQUIRE(!call.bool_arg(2), call.op_name(), ": half_to_float is not served");
-  // torch 2.13's CPU _softmax.out/_log_softmax.out ignore the strides of a
-  // non-contiguous out= (they write it as if contiguous); the reference engine
-  // reproduces that, so such calls are left to it to stay bit-compatible.
-  OPENREG_SDK_REQUIRE(y.is_contiguous(), call.op_name(),
-                      ": non-contiguous out= (left to aten_ref, which matches torch CPU's behaviour)");
-}
-
-void check_softmax_backward(const sdk::Call& call) {
-  sdk::Tensor g = call.tensor(0), y = call.tensor(1), gx = call.output(0);
-  dnnl_dt(g.dtype(), call.op_name().data());
-  require_primitives(call, g.dtype());
-  require_dtype(call, g.dtype(), {y, gx});
-  const auto& v = call.arg(3);
-  OPENREG_SDK_REQUIRE(v.kind != OPENREG_VALUE_DTYPE || sdk::same_dtype(v.u.dtype, g.dtype()), call.op_name(),
-                      ": input_dtype other than the gradient's is not served");
-}
 
 void softmax(const sdk::Call& call) { forward(call, false); }
 void log_softmax(const sdk::Call& call) { forward(call, true); }

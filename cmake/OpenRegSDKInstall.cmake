@@ -1,5 +1,5 @@
 # Installs the engine SDK into the Python package (site-packages/openreg/):
-#   include/openreg/engine.h, include/openreg/sdk.hpp, include/openreg/sdk/*.hpp
+#   include/openreg/engine.h, dtype_name.h, include/openreg/sdk.hpp, include/openreg/sdk/*.hpp
 #   share/cmake/openreg/{openregConfig,openregConfigVersion,OpenRegEngine}.cmake, engine.map
 # `python -m openreg cmake-prefix-path` prints site-packages/openreg, the prefix
 # find_package(openreg) needs.
@@ -28,6 +28,7 @@ write_basic_package_version_file(
   COMPATIBILITY SameMajorVersion)
 
 install(FILES ${PROJECT_SOURCE_DIR}/core/include/openreg/engine.h
+              ${PROJECT_SOURCE_DIR}/core/include/openreg/dtype_name.h
               ${PROJECT_SOURCE_DIR}/engines/common/include/openreg/sdk.hpp
         DESTINATION ${OPENREG_INSTALL_INCLUDE_DIR}/openreg)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/engines/common/include/openreg/sdk

@@ -11,6 +11,8 @@
 
 #include <Eigen/Core>
 
+#include "isa_kernels.h"
+
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -220,20 +222,13 @@ void dispatch_ew(openreg_dtype d, const char* what, Fn&& fn) {
 // ------------------------------------------------------------------ GEMM
 // C (col-major, ldc) = alpha * op(A) * op(B) + beta * C, A/B col-major with ld;
 // ta/tb: use the transpose. Single-threaded; callers split the work.
-// beta == 0 overwrites C (NaN in C ignored).
-void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* A, int64_t lda,
-              const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
-void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* A, int64_t lda,
-              const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
+// beta == 0 overwrites C (NaN in C ignored). The kernel of isa() (isa_kernels.h).
 template <class T>
 inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* A, int64_t lda, const T* B,
                  int64_t ldb, T beta, T* C, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) gemm_f32(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-  else gemm_f64(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  if constexpr (std::is_same_v<T, float>) isa().gemm_f32(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  else isa().gemm_f64(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
-// "avx512", "avx2" or "generic": the GEMM kernel in use, chosen at the first
-// call from the CPU and OPENREG_EIGEN_ISA (throws on a bad value of it).
-const char* gemm_isa();
 
 // ------------------------------------------------------------------ kernels
 enum Binary { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN };
@@ -282,9 +277,13 @@ void layer_norm_backward(const Call&);
 void batch_norm(const Call&);
 void batch_norm_backward(const Call&);
 
+// ops_index.cpp
+void index_select(const Call&);
+void cat(const Call&);
+void where(const Call&);
+
 // ops_conv.cpp
 void convolution(const Call&);
-void check_convolution(const Call&);
 void convolution_backward(const Call&);
 void max_pool2d(const Call&);
 void max_pool2d_backward(const Call&);

@@ -42,10 +42,15 @@ void binary_forms(sdk::EngineDef& e, const std::string& op, DL dt, ee::Binary k,
 // forms and gelu.out (float32) write a non-contiguous out= tensor as if it were
 // contiguous, and aten_ref (the specification) inherits that. This engine writes
 // through the strides correctly, so it declines those calls rather than disagree.
-void contiguous_out_only(const sdk::Call& c) {
-  OPENREG_SDK_REQUIRE(c.output(0).is_contiguous(), c.op_name(),
-                      ": non-contiguous out= tensor (PyTorch's CPU kernel writes it as if contiguous; left to the "
-                      "reference so results agree)");
+// The check runs in the kernel, before it writes: no supports(), one ABI crossing.
+template <class Kernel>
+sdk::Kernel contiguous_out_only(Kernel kernel) {
+  return [kernel](const sdk::Call& c) {
+    OPENREG_SDK_REQUIRE(c.output(0).is_contiguous(), c.op_name(),
+                        ": non-contiguous out= tensor (PyTorch's CPU kernel writes it as if contiguous; left to the "
+                        "reference so results agree)");
+    kernel(c);
+  };
 }
 
 sdk::EngineDef build() {
@@ -73,7 +78,7 @@ sdk::EngineDef build() {
   unary_forms(e, "sigmoid", ew, ee::U_SIGMOID);
   unary_forms(e, "tanh", ew, ee::U_TANH);
   unary_forms(e, "gelu", ew, ee::U_GELU, /*has_out=*/false);
-  e.op("aten::gelu.out", ew, [](const sdk::Call& c) { ee::unary(c, ee::U_GELU); }, contiguous_out_only);
+  e.op("aten::gelu.out", ew, contiguous_out_only([](const sdk::Call& c) { ee::unary(c, ee::U_GELU); }));
   unary_forms(e, "sin", ew, ee::U_SIN);
   unary_forms(e, "cos", ew, ee::U_COS);
   unary_forms(e, "log2", ew, ee::U_LOG2);
@@ -169,9 +174,9 @@ sdk::EngineDef build() {
     auto f = [log](const sdk::Call& c) { ee::softmax(c, log); };
     auto b = [log](const sdk::Call& c) { ee::softmax_backward(c, log); };
     e.op(fwd, fl, f);
-    e.op(fwd + ".out", fl, f, contiguous_out_only);
+    e.op(fwd + ".out", fl, contiguous_out_only(f));
     e.op(bwd, fl, b);
-    e.op(bwd + ".out", fl, b, contiguous_out_only);
+    e.op(bwd + ".out", fl, contiguous_out_only(b));
   }
   e.op("aten::nll_loss_forward", fl, ee::nll_loss_forward);
   e.op("aten::nll_loss_backward", fl, ee::nll_loss_backward);
@@ -196,19 +201,28 @@ sdk::EngineDef build() {
   e.op("aten::native_batch_norm", fl, ee::batch_norm);
   e.op("aten::native_batch_norm_backward", fl, ee::batch_norm_backward);
 
+  // ---- indexing and joining (ops_index.cpp): copies of bits, so every dtype
+  // (where.self is routed by its condition's dtype, bool).
+  {
+    const DL any{f32, f64, bf16, sdk::dtypes::float16, sdk::dtypes::int64, sdk::dtypes::int32, sdk::dtypes::bool_};
+    e.op("aten::index_select", any, ee::index_select);  // embedding reaches engines as index_select
+    e.op("aten::cat", any, ee::cat);
+    e.op("aten::where.self", {sdk::dtypes::bool_}, ee::where);
+  }
+
   // ---- convolution and pooling (ops_conv.cpp)
-  e.op("aten::convolution", fl, ee::convolution, ee::check_convolution);
-  e.op("aten::convolution_backward", fl, ee::convolution_backward, [](const sdk::Call& c) {
-    OPENREG_SDK_REQUIRE(!c.bool_arg(7), c.op_name(), ": transposed convolution");
-    OPENREG_SDK_REQUIRE(c.tensor(1).dim() == 4, c.op_name(), ": only 2-d convolution");
-  });
+  // Both decline transposed and non-2-d convolutions themselves, before writing.
+  e.op("aten::convolution", fl, ee::convolution);
+  e.op("aten::convolution_backward", fl, ee::convolution_backward);
   e.op("aten::max_pool2d_with_indices", fl, ee::max_pool2d);
   e.op("aten::max_pool2d_with_indices_backward", fl, ee::max_pool2d_backward);
   e.op("aten::avg_pool2d", fl, ee::avg_pool2d);
   e.op("aten::avg_pool2d_backward", fl, ee::avg_pool2d_backward);
 
-  // The GEMM kernel is chosen here, so a bad OPENREG_EIGEN_ISA fails init with its message.
-  e.on_init([](const sdk::Host& h) { h.log(OPENREG_LOG_INFO, std::string("eigen engine: GEMM kernel ") + ee::gemm_isa()); });
+  // The kernels' instruction set is chosen here, so a bad OPENREG_EIGEN_ISA fails init with its message.
+  e.on_init([](const sdk::Host& h) {
+    h.log(OPENREG_LOG_INFO, std::string("eigen engine: kernels for ") + ee::isa().name);
+  });
   return e;
 }
 

@@ -423,8 +423,6 @@ void check_conv_common(const Call& call, const Tensor& in, const Tensor& w, int 
   require_dtype(call, in, w, "weight");
 }
 
-}  // namespace
-
 // convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
 void check_convolution(const Call& call) {
   Tensor in = call.tensor(0), w = call.tensor(1);
@@ -432,6 +430,8 @@ void check_convolution(const Call& call) {
   require_dtype(call, in, call.output(0), "output");
   if (auto b = call.optional_tensor(2)) require_dtype(call, in, *b, "bias");
 }
+
+}  // namespace
 
 void convolution(const Call& call) {
   check_convolution(call);

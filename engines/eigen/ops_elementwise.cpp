@@ -327,6 +327,15 @@ void unary(const Call& call, Unary kind) {
     case U_POW: p.p0 = call.scalar(1); break;
     default: break;
   }
+  if (kind == U_GELU && sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && a.is_contiguous() &&
+      out.is_contiguous() && a.numel() == out.numel()) {  // contiguous float32: the ISA kernel
+    const auto kernel = isa().gelu_f32;
+    const float* x = a.data<float>();
+    float* y = out.data<float>();
+    call.host().parallel_for(0, out.numel(), sdk::kParallelGrain,
+                             [&](int64_t b, int64_t e) { kernel(x + b, y + b, e - b, p.tanh_approx); });
+    return;
+  }
   if (kind == U_NEG || kind == U_ABS || kind == U_RELU) {
     sdk::dispatch<float, double, sdk::bfloat16, int64_t, int32_t>(out.dtype(), "unary", [&](auto tag) {
       using T = typename decltype(tag)::type;

@@ -31,6 +31,21 @@ void layer_norm_t(const Call& call, int64_t M, int64_t N) {
   Tensor x = call.tensor(0), out = call.output(0), mean = call.output(1), rstd = call.output(2);
   std::optional<Tensor> w = call.optional_tensor(2), b = call.optional_tensor(3);
   const double eps = call.double_arg(4);
+  if constexpr (std::is_same_v<T, float>) {  // contiguous float32: the ISA kernel
+    if (x.is_contiguous() && out.is_contiguous() && (!w || w->is_contiguous()) && (!b || b->is_contiguous())) {
+      const auto kernel = isa().layer_norm_f32;
+      const float* xp = x.data<float>();
+      const float* wp = w ? w->data<float>() : nullptr;
+      const float* bp = b ? b->data<float>() : nullptr;
+      float* op = out.data<float>();
+      float* mp = mean.data<float>();
+      float* rp = rstd.data<float>();
+      host.parallel_for(0, M, grain_for(N), [&](int64_t r0, int64_t r1) {
+        kernel(xp + r0 * N, wp, bp, op + r0 * N, mp + r0, rp + r0, r1 - r0, N, eps);
+      });
+      return;
+    }
+  }
   auto sx = host.scratch(contiguous_bytes(x));
   const T* xp = as_contiguous<T>(host, x, sx);
   auto sw = host.scratch(w ? contiguous_bytes(*w) : 0);

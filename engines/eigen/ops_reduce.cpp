@@ -82,6 +82,42 @@ void run_plan(const sdk::Host& host, const Plan& p, const std::array<std::vector
   });
 }
 
+// Sums and means of contiguous float32 over trailing dims (x.sum(), per-row sums)
+// with the ISA kernel: rows over threads, or chunks of one long row whose partial
+// sums are added in chunk order (the same result whatever the thread count).
+// False when the call is not of that shape.
+bool sum_rows_f32(const sdk::Host& host, const Tensor& in, const Tensor& out, const std::vector<bool>& reduced,
+                  const Plan& p, Reduce kind) {
+  if (!sdk::same_dtype(in.dtype(), sdk::dtypes::float32) || !sdk::same_dtype(out.dtype(), sdk::dtypes::float32) ||
+      !in.is_contiguous() || !out.is_contiguous() || p.nred == 0 || p.nout == 0)
+    return false;
+  for (size_t d = 1; d < reduced.size(); ++d)
+    if (reduced[d - 1] && !reduced[d]) return false;  // a kept dim inside the reduced block
+  const auto sum = isa().sum_f32;
+  const float* x = in.data<float>();
+  float* o = out.data<float>();
+  const int64_t n = p.nred;
+  const double scale = kind == R_MEAN ? 1.0 / static_cast<double>(n) : 1.0;
+  if (p.nout > 1 || n <= sdk::kParallelGrain) {
+    host.parallel_for(0, p.nout, std::max<int64_t>(1, sdk::kParallelGrain / n), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) o[r] = static_cast<float>(sum(x + r * n, n) * scale);
+    });
+    return true;
+  }
+  const int64_t chunks = (n + sdk::kParallelGrain - 1) / sdk::kParallelGrain;
+  std::vector<double> partial(static_cast<size_t>(chunks));
+  host.parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      const int64_t begin = c * sdk::kParallelGrain;
+      partial[static_cast<size_t>(c)] = sum(x + begin, std::min(n - begin, sdk::kParallelGrain));
+    }
+  });
+  double total = 0;
+  for (double v : partial) total += v;
+  *o = static_cast<float>(total * scale);
+  return true;
+}
+
 }  // namespace
 
 void reduce(const Call& call, Reduce kind) {
@@ -134,6 +170,8 @@ void reduce(const Call& call, Reduce kind) {
   Plan p = make_plan(in, out, reduced, keepdim && out.dim() == nd);
   if (index_op) OPENREG_SDK_CHECK(p.nout == 0 || p.nred > 0, call.op_name(), ": reduction over an empty dimension");
 
+  if ((kind == R_SUM || kind == R_MEAN || kind == R_SUM_ALL) && sum_rows_f32(call.host(), in, out, reduced, p, kind))
+    return;
   sdk::dispatch<float, double>(in.dtype(), "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* x = in.data<T>();

@@ -104,6 +104,17 @@ void softmax(const Call& call, bool log) {
   require_dtype(call, out, in, "self");
   OPENREG_SDK_REQUIRE(!call.bool_arg(2), call.op_name(), ": half_to_float");
   const int64_t dim = call.int_arg(1);
+  // The common case, softmax over the last dim of contiguous float32: the ISA kernel.
+  if (sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && out.dim() > 0 &&
+      (dim == -1 || dim == out.dim() - 1) && in.is_contiguous() && out.is_contiguous()) {
+    const int64_t L = out.size(-1), rows = L ? out.numel() / L : 0;
+    const float* x = in.data<float>();
+    float* y = out.data<float>();
+    const auto kernel = isa().softmax_f32;
+    call.host().parallel_for(0, rows, std::max<int64_t>(1, sdk::kParallelGrain / std::max<int64_t>(L, 1)),
+                             [&](int64_t b, int64_t e) { kernel(x + b * L, y + b * L, e - b, L, log); });
+    return;
+  }
   sdk::dispatch<float, double>(out.dtype(), "softmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
     softmax_t<T>(call.host(), out, in, dim, log);

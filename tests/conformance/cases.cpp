@@ -53,6 +53,7 @@ bool is_float(openreg_dtype d) { return d.code == OPENREG_DTYPE_CODE_FLOAT || d.
 
 const std::vector<openreg_dtype> kFloats{dt::float32, dt::float64, dt::bfloat16, dt::float16};
 const std::vector<openreg_dtype> kNumeric{dt::float32, dt::float64, dt::bfloat16, dt::float16, dt::int64, dt::int32};
+const std::vector<openreg_dtype> kBool{dt::bool_};  // where: the condition's dtype routes it
 const std::vector<openreg_dtype> kAll{dt::float32, dt::float64, dt::bfloat16, dt::float16, dt::int64, dt::int32, dt::bool_};
 
 TensorSpec T(openreg_dtype d, Shape s, Layout l = Layout::Contiguous, Domain dom = Domain::Any) {
@@ -713,6 +714,88 @@ std::vector<Case> foreach_op(const Name& n, openreg_dtype d) {
   return {c};
 }
 
+// ------------------------------------------------------ indexing and joining
+
+// index_select(self, dim, index): int64 and int32 indices with repeats, each dim,
+// a 0-dim and an empty index, strided self, the shape embedding produces.
+std::vector<Case> index_select(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  auto add = [&](std::string label, TensorSpec self, int64_t dim, Shape index_shape, int64_t hi, openreg_dtype it) {
+    Builder b(std::move(label));
+    b.tensor(std::move(self)).arg(Arg::integer(dim));
+    TensorSpec index = T(it, std::move(index_shape), Layout::Contiguous, Domain::Index);
+    index.hi = hi;
+    b.tensor(index);
+    cases.push_back(b.done());
+  };
+  add("5x7x11 dim=0", T(d, {5, 7, 11}), 0, {4}, 5, dt::int64);
+  add("5x7x11 dim=1, int32 index", T(d, {5, 7, 11}), 1, {9}, 7, dt::int32);
+  add("5x7x11 dim=-1", T(d, {5, 7, 11}), -1, {5}, 11, dt::int64);
+  add("transposed 7x11 dim=0", T(d, {7, 11}, Layout::Transposed), 0, {3}, 7, dt::int64);
+  add("0-dim index", T(d, {5, 7}), 1, {}, 7, dt::int64);
+  add("empty index", T(d, {5, 7}), 0, {0}, 5, dt::int64);
+  add("64 rows of 100x16 (embedding)", T(d, {100, 16}), 0, {64}, 100, dt::int64);
+  add("200 rows of 300x257 (parallel path)", T(d, {300, 257}), 0, {200}, 300, dt::int64);
+  return variant(n, "aten::index_select", cases);
+}
+
+// cat(tensors, dim): uneven parts along each dim, one part, a zero-size part, the
+// legacy empty 1-d part, a transposed part, large enough for the parallel path.
+std::vector<Case> cat(const Name& n, openreg_dtype d) {
+  using Part = std::pair<Shape, Layout>;
+  const Layout C = Layout::Contiguous;
+  struct Parts {
+    std::string label;
+    std::vector<Part> parts;
+    int64_t dim;
+  };
+  const std::vector<Parts> table{
+      {"2 x 32x64 dim=0", {{{32, 64}, C}, {{32, 64}, C}}, 0},
+      {"5x{2,7,1}x3 dim=1", {{{5, 2, 3}, C}, {{5, 7, 3}, C}, {{5, 1, 3}, C}}, 1},
+      {"4x3, 4x5 dim=-1", {{{4, 3}, C}, {{4, 5}, C}}, -1},
+      {"one tensor", {{{5, 7}, C}}, 0},
+      {"a zero-size part", {{{0, 7}, C}, {{3, 7}, C}}, 0},
+      {"legacy empty 1-d part", {{{0}, C}, {{3, 7}, C}}, 0},
+      {"transposed part 7x5 dim=1", {{{7, 5}, Layout::Transposed}, {{7, 5}, C}}, 1},
+      {"200x300, 100x300 (parallel path)", {{{200, 300}, C}, {{100, 300}, C}}, 0},
+  };
+  std::vector<Case> cases;
+  for (const Parts& p : table) {
+    Case c;
+    c.label = p.label;
+    std::vector<int> items;
+    for (const Part& part : p.parts) {
+      c.tensors.push_back(T(d, part.first, part.second));
+      items.push_back(static_cast<int>(c.tensors.size()) - 1);
+    }
+    c.args.push_back(Arg::tensor_list(items));
+    c.args.push_back(Arg::integer(p.dim));
+    cases.push_back(c);
+  }
+  return variant(n, "aten::cat", cases);
+}
+
+// where.self(condition, self, other): the op's dtype is the condition's (bool);
+// self and other of several dtypes, broadcast, strided, zero-size, 0-dim.
+std::vector<Case> where(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  auto add = [&](std::string label, TensorSpec cond, TensorSpec self, TensorSpec other) {
+    Builder b(std::move(label));
+    b.tensor(std::move(cond)).tensor(std::move(self)).tensor(std::move(other));
+    cases.push_back(b.done());
+  };
+  for (openreg_dtype v : {dt::float32, dt::float64, dt::bfloat16, dt::int64})
+    add("64x64 " + sdk::dtype_name(v), T(d, {64, 64}), T(v, {64, 64}), T(v, {64, 64}));
+  add("broadcast 5x1, 5x7, 7", T(d, {5, 1}), T(dt::float32, {5, 7}), T(dt::float32, {7}));
+  add("transposed and gapped 7x11", T(d, {7, 11}, Layout::Transposed), T(dt::float32, {7, 11}, Layout::Gapped),
+      T(dt::float32, {7, 11}, Layout::Transposed));
+  add("expanded condition 5x7", T(d, {5, 7}, Layout::Expanded), T(dt::float32, {5, 7}), T(dt::float32, {5, 7}));
+  add("zero-size 0x7", T(d, {0, 7}), T(dt::float32, {0, 7}), T(dt::float32, {0, 7}));
+  add("0-dim", T(d, {}), T(dt::float32, {}), T(dt::float32, {}));
+  add("300x257 (parallel path)", T(d, {300, 257}), T(dt::float32, {300, 257}), T(dt::float32, {300, 257}));
+  return variant(n, "aten::where.self", cases);
+}
+
 using Family = std::function<std::vector<Case>(const Name&, openreg_dtype)>;
 
 struct FamilyInfo {
@@ -751,6 +834,9 @@ const std::map<std::string, FamilyInfo>& families() {
     for (const char* op : {"_foreach_add", "_foreach_sub", "_foreach_mul", "_foreach_div", "_foreach_addcmul",
                            "_foreach_addcdiv", "_foreach_lerp", "_foreach_sqrt", "_foreach_neg", "_foreach_zero"})
       t[op] = {foreach_op, &kFloats};
+    t["index_select"] = {index_select, &kAll};
+    t["cat"] = {cat, &kAll};
+    t["where"] = {where, &kBool};
     return t;
   }();
   return table;

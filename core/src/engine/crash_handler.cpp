@@ -7,6 +7,8 @@
 // engine may not have its TLS block yet), only write(2) from a stack buffer.
 #include "engine_host.h"
 
+#include <openreg/dtype_name.h>
+
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -210,25 +212,11 @@ class LineWriter {
 constexpr int64_t kMaxItems = 8;  // list items and dimensions shown
 constexpr int32_t kMaxDims = 16;
 
-// The spelling of sdk::dtype_name ("float32", "bfloat16", "bool"), allocation-free.
+// openreg/dtype_name.h's spelling ("float32", "bfloat16", "bool"), allocation-free.
 void put_dtype(LineWriter& w, openreg_dtype d) {
-  switch (d.code) {
-    case OPENREG_DTYPE_CODE_FLOAT: w.put("float"); break;
-    case OPENREG_DTYPE_CODE_BFLOAT: w.put("bfloat"); break;
-    case OPENREG_DTYPE_CODE_INT: w.put("int"); break;
-    case OPENREG_DTYPE_CODE_UINT: w.put("uint"); break;
-    case OPENREG_DTYPE_CODE_COMPLEX: w.put("complex"); break;
-    case OPENREG_DTYPE_CODE_BOOL: return w.put("bool");
-    default:
-      w.put("code");
-      w.put_uint(d.code);
-      w.put('_');
-  }
-  w.put_uint(d.bits);
-  if (d.lanes != 1) {
-    w.put('x');
-    w.put_uint(d.lanes);
-  }
+  char name[OPENREG_DTYPE_NAME_MAX];
+  openreg_dtype_format(d, name, sizeof name);
+  w.put(name);
 }
 
 void put_ints(LineWriter& w, const int64_t* items, int64_t count) {

@@ -1,7 +1,7 @@
 // Loading and validating one engine library, and calling into it safely.
 #include "engine_host.h"
 
-#include <openreg/sdk/dtype.hpp>
+#include <openreg/dtype_name.h>
 
 #include <dlfcn.h>
 
@@ -103,7 +103,12 @@ const char* status_name(openreg_status status) {
   }
 }
 
-std::string dtype_name(openreg_dtype dtype) { return sdk::dtype_name(dtype); }  // one spelling, host and SDK
+// The ABI side's spelling, which the SDK uses too: one spelling, host and engines.
+std::string dtype_name(openreg_dtype dtype) {
+  char buf[OPENREG_DTYPE_NAME_MAX];
+  openreg_dtype_format(dtype, buf, sizeof buf);
+  return buf;
+}
 
 decltype(openreg_engine::supports) Engine::supports_fn() const {
   if (table_size < offsetof(openreg_engine, supports) + sizeof(void*)) return nullptr;

@@ -2,6 +2,7 @@
 // dispatch from a runtime openreg_dtype to a C++ type.
 #pragma once
 
+#include <openreg/dtype_name.h>
 #include <openreg/engine.h>
 #include <openreg/sdk/status.hpp>
 
@@ -31,21 +32,12 @@ constexpr bool same_dtype(openreg_dtype a, openreg_dtype b) {
 }
 
 // PyTorch's spelling: "float32", "bfloat16", "int64", "bool"; lanes other than 1
-// as "float32x4"; an unknown code as "code<N>_<bits>". The host's messages use it too.
+// as "float32x4"; an unknown code as "code<N>_<bits>". The one spelling of
+// openreg/dtype_name.h, which the host's messages use too.
 inline std::string dtype_name(openreg_dtype d) {
-  std::string base;
-  switch (d.code) {
-    case OPENREG_DTYPE_CODE_FLOAT: base = "float"; break;
-    case OPENREG_DTYPE_CODE_BFLOAT: base = "bfloat"; break;
-    case OPENREG_DTYPE_CODE_INT: base = "int"; break;
-    case OPENREG_DTYPE_CODE_UINT: base = "uint"; break;
-    case OPENREG_DTYPE_CODE_COMPLEX: base = "complex"; break;
-    case OPENREG_DTYPE_CODE_BOOL: return "bool";
-    default: base = str("code", int(d.code), "_"); break;
-  }
-  std::string out = str(base, int(d.bits));
-  if (d.lanes != 1) out += str("x", d.lanes);
-  return out;
+  char buf[OPENREG_DTYPE_NAME_MAX];
+  openreg_dtype_format(d, buf, sizeof buf);
+  return buf;
 }
 
 // Storage types for the 16-bit floats: arithmetic goes through float.

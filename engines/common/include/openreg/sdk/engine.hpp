@@ -11,8 +11,13 @@
 // EngineDef fills every required field of openreg_engine, dispatches run() on the
 // op table index the host passes, checks that index, and wraps every kernel in
 // sdk::guard, so exceptions become statuses with messages. A kernel declines a call
-// by throwing sdk::unsupported("reason") before writing any output; an optional
-// per-op `supports` check lets the host ask before it commits.
+// by throwing sdk::unsupported("reason") before writing any output: that is the
+// normal way (ABI 1.1), one crossing of the ABI per call.
+//
+// An optional per-op SupportsCheck runs before the kernel. Only when some op has
+// one does the table get a `supports` function, which the host then calls before
+// every run(); run() runs the check itself too unless supports() just accepted the
+// same call on this thread, so the check holds whatever the host asks first.
 #pragma once
 
 #include <openreg/engine.h>
@@ -40,6 +45,9 @@ class EngineDef {
 
   // Adds one op (a schema name with overload, "aten::add.Tensor") served by
   // `kernel` for the listed dtypes of its first tensor argument ({}: any dtype).
+  // `supports`, when given, runs before the kernel and declines by throwing
+  // sdk::unsupported; declining from the kernel before writing works as well and
+  // keeps the engine at one ABI crossing per call (see the top of this file).
   EngineDef& op(std::string name, std::initializer_list<openreg_dtype> dtypes, Kernel kernel,
                 SupportsCheck supports = nullptr) {
     ops_.push_back(Op{std::move(name), std::vector<openreg_dtype>(dtypes), std::move(kernel), std::move(supports), false});
@@ -106,7 +114,10 @@ class EngineDef {
     table_.release = &EngineDef::abi_release;
     table_.get_ops = &EngineDef::abi_get_ops;
     table_.run = &EngineDef::abi_run;
-    table_.supports = &EngineDef::abi_supports;
+    // supports() costs the host a second crossing per call: only when a check needs it.
+    bool any_check = false;
+    for (const Op& op : ops_) any_check = any_check || static_cast<bool>(op.supports);
+    table_.supports = any_check ? &EngineDef::abi_supports : nullptr;
     table_.get_proc_address = nullptr;
     built_ = true;
   }
@@ -144,15 +155,47 @@ class EngineDef {
     *count = static_cast<int32_t>(self->infos_.size());
     return OPENREG_STATUS_OK;
   }
+  // The call supports() accepted last on this thread: run() skips the check for it
+  // (the host calls supports then run with the same call). Taken by the next run().
+  struct Accepted {
+    const EngineDef* engine;
+    const openreg_call* call;
+    int32_t op_index;
+  };
+  static Accepted& accepted() {
+    static thread_local Accepted a{nullptr, nullptr, -1};
+    return a;
+  }
+
   static openreg_status abi_run(void* ctx, const openreg_call* call) {
     auto* self = static_cast<EngineDef*>(ctx);
-    return guard(self->host_.raw(), [&] { self->op_for(call).kernel(Call(call, self->host_)); });
+    return guard(self->host_.raw(), [&] {
+      try {
+        const Op& op = self->op_for(call);  // declines here, before anything is written
+        const Call c(call, self->host_);
+        if (op.supports) {
+          Accepted& a = accepted();
+          const bool asked = a.engine == self && a.call == call && a.op_index == call->op_index;
+          a = Accepted{nullptr, nullptr, -1};
+          if (!asked) op.supports(c);
+        }
+        op.kernel(c);
+      } catch (const Error& e) {
+        // A 1.0 host does not know the error kinds of 1.1 (IndexError, ...): the generic one.
+        if (self->negotiated_minor_ < 1 && e.status() >= OPENREG_STATUS_INDEX_ERROR &&
+            e.status() <= OPENREG_STATUS_LINALG_ERROR)
+          fail(OPENREG_STATUS_INVALID_ARGUMENT, e.what());
+        throw;
+      }
+    });
   }
   static openreg_status abi_supports(void* ctx, const openreg_call* call) {
     auto* self = static_cast<EngineDef*>(ctx);
+    accepted() = Accepted{nullptr, nullptr, -1};
     return guard(self->host_.raw(), [&] {
       const Op& op = self->op_for(call);
       if (op.supports) op.supports(Call(call, self->host_));
+      accepted() = Accepted{self, call, call->op_index};
     });
   }
 

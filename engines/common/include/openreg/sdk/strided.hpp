@@ -13,12 +13,88 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <initializer_list>
+#include <iterator>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace openreg {
 namespace sdk {
 
-using Shape = std::vector<int64_t>;
+// Sizes or strides, one per dimension: a vector of int64_t that keeps up to 8 items
+// in place, so the strided walks below allocate nothing for ordinary tensors. It
+// has the std::vector operations shapes need (and converts to std::vector).
+class Shape {
+ public:
+  Shape() = default;
+  explicit Shape(size_t n, int64_t value = 0) { assign(n, value); }
+  Shape(std::initializer_list<int64_t> items) { assign(items.begin(), items.end()); }
+  template <class It, class = std::enable_if_t<!std::is_integral_v<It>>>
+  Shape(It first, It last) {
+    assign(first, last);
+  }
+  Shape(const std::vector<int64_t>& v) { assign(v.begin(), v.end()); }  // NOLINT: implicit, like a vector
+  Shape(const Shape& o) { assign(o.begin(), o.end()); }
+  Shape& operator=(const Shape& o) {
+    if (this != &o) assign(o.begin(), o.end());
+    return *this;
+  }
+  ~Shape() = default;
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  int64_t* data() { return heap_ ? heap_.get() : inline_; }
+  const int64_t* data() const { return heap_ ? heap_.get() : inline_; }
+  int64_t* begin() { return data(); }
+  int64_t* end() { return data() + size_; }
+  const int64_t* begin() const { return data(); }
+  const int64_t* end() const { return data() + size_; }
+  int64_t& operator[](size_t i) { return data()[i]; }
+  const int64_t& operator[](size_t i) const { return data()[i]; }
+  int64_t& back() { return data()[size_ - 1]; }
+  const int64_t& back() const { return data()[size_ - 1]; }
+  operator std::vector<int64_t>() const { return std::vector<int64_t>(begin(), end()); }  // NOLINT
+  bool operator==(const Shape& o) const { return size_ == o.size_ && std::equal(begin(), end(), o.begin()); }
+  bool operator!=(const Shape& o) const { return !(*this == o); }
+
+  void clear() { size_ = 0; }
+  void reserve(size_t n) {
+    if (n <= capacity()) return;
+    std::unique_ptr<int64_t[]> grown(new int64_t[n]);
+    std::copy(begin(), end(), grown.get());
+    heap_ = std::move(grown);
+    heap_capacity_ = n;
+  }
+  void resize(size_t n, int64_t value = 0) {
+    reserve(n);
+    for (size_t i = size_; i < n; ++i) data()[i] = value;
+    size_ = n;
+  }
+  void assign(size_t n, int64_t value) {
+    clear();
+    resize(n, value);
+  }
+  template <class It, class = std::enable_if_t<!std::is_integral_v<It>>>
+  void assign(It first, It last) {
+    clear();
+    reserve(static_cast<size_t>(std::distance(first, last)));
+    for (; first != last; ++first) data()[size_++] = static_cast<int64_t>(*first);
+  }
+  void push_back(int64_t v) {
+    if (size_ == capacity()) reserve(2 * capacity());
+    data()[size_++] = v;
+  }
+  void pop_back() { --size_; }
+
+ private:
+  static constexpr size_t kInline = 8;
+  size_t capacity() const { return heap_ ? heap_capacity_ : kInline; }
+  int64_t inline_[kInline] = {};
+  std::unique_ptr<int64_t[]> heap_;
+  size_t heap_capacity_ = 0;
+  size_t size_ = 0;
+};
 
 // NumPy/PyTorch broadcasting of two shapes; INVALID_ARGUMENT when incompatible.
 inline Shape broadcast_shapes(Span<int64_t> a, Span<int64_t> b) {
@@ -56,7 +132,7 @@ inline Operand operand(const Tensor& t, const Shape& shape) {
   return op;
 }
 
-inline Shape shape_of(const Tensor& t) { return t.sizes().vec(); }
+inline Shape shape_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end()); }
 inline int64_t numel_of(const Shape& s) {
   int64_t n = 1;
   for (int64_t v : s) n *= v;

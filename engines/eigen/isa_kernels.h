@@ -1,0 +1,40 @@
+// The hot loops compiled once per instruction set: isa_generic.cpp (baseline),
+// isa_avx2.cpp (AVX2+FMA), isa_avx512.cpp (AVX-512), each from isa_kernels.inc.
+// isa() picks one table at first use from the CPU and OPENREG_EIGEN_ISA.
+//
+// Only plain types here: the per-ISA files include nothing of the engine (an
+// inline function compiled with -mavx512f could otherwise be the one the linker
+// keeps for every caller). Single-threaded: callers split the work.
+#pragma once
+
+#include <cstdint>
+
+namespace eigen_engine {
+
+struct IsaKernels {
+  const char* name;  // "avx512", "avx2" or "generic"
+  // C (col-major, ldc) = alpha * op(A) * op(B) + beta * C (see gemm() in eigen_engine.h).
+  void (*gemm_f32)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* A, int64_t lda,
+                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+  void (*gemm_f64)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* A, int64_t lda,
+                   const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
+  // Contiguous float32 rows of n elements, `rows` of them, one after the other.
+  // softmax (or log_softmax) of each row.
+  void (*softmax_f32)(const float* x, float* y, int64_t rows, int64_t n, bool log);
+  // Sum of n floats, accumulated in double.
+  double (*sum_f32)(const float* x, int64_t n);
+  // Layer norm of each row (statistics in double); w and b may be null.
+  void (*layer_norm_f32)(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
+                         int64_t rows, int64_t n, double eps);
+  // gelu of n floats, exact (erf) or tanh-approximated.
+  void (*gelu_f32)(const float* x, float* y, int64_t n, bool tanh_approx);
+};
+
+const IsaKernels& isa();
+
+// One table per instruction set (the variants the CPU cannot run are never called).
+const IsaKernels& isa_kernels_generic();
+const IsaKernels& isa_kernels_avx2();
+const IsaKernels& isa_kernels_avx512();
+
+}  // namespace eigen_engine

@@ -1,0 +1,70 @@
+"""Case families of ``python -m openreg conformance`` for ops that move elements
+without arithmetic: index_select (what embedding becomes), cat, where. See
+:mod:`openreg.conformance_cases`."""
+
+import torch
+
+from .conformance_cases import Case, T, register
+
+
+def _index(values, dtype=torch.int64):
+    return T(torch.tensor(values, dtype=dtype), grad=False)
+
+
+@register("index_select")
+def _index_select_cases(ctx):
+    """(self, dim, index): int64 and int32 indices with repeats, each dim, a 0-dim
+    and an empty index, strided self, the shape embedding produces."""
+    rows = torch.randint(0, 100, (64,), generator=ctx.gen)
+    many = torch.randint(0, 300, (200,), generator=ctx.gen)
+    return [
+        Case("5x7x11 dim=0", ctx.t(5, 7, 11), 0, _index([4, 0, 0, 2])),
+        Case("5x7x11 dim=1, int32 index", ctx.t(5, 7, 11), 1, _index([6, 1, 3, 3], torch.int32)),
+        Case("5x7x11 dim=-1", ctx.t(5, 7, 11), -1, _index([10, 0, 5, 5, 9])),
+        Case("transposed 7x11 dim=0", ctx.t(7, 11, layout="transposed"), 0, _index([1, 6])),
+        Case("0-dim index", ctx.t(5, 7), 1, _index(3)),
+        Case("empty index", ctx.t(5, 7), 0, _index([])),
+        Case("64 rows of 100x16 (embedding)", ctx.t(100, 16), 0, T(rows, grad=False)),
+        Case("200 rows of 300x257 (parallel path)", ctx.t(300, 257), 0, T(many, grad=False)),
+    ]
+
+
+@register("cat")
+def _cat_cases(ctx):
+    """(tensors, dim): uneven parts along each dim, one part, a zero-size part, the
+    legacy empty 1-d part, a transposed part, large enough for the parallel path."""
+    return [
+        Case("2 x 32x64 dim=0", [ctx.t(32, 64), ctx.t(32, 64)], 0),
+        Case("5x{2,7,1}x3 dim=1", [ctx.t(5, 2, 3), ctx.t(5, 7, 3), ctx.t(5, 1, 3)], 1),
+        Case("4x3, 4x5 dim=-1", [ctx.t(4, 3), ctx.t(4, 5)], -1),
+        Case("one tensor", [ctx.t(5, 7)], 0),
+        Case("a zero-size part", [ctx.t(0, 7), ctx.t(3, 7)], 0),
+        Case("legacy empty 1-d part", [ctx.t(0), ctx.t(3, 7)], 0),
+        Case("transposed part 7x5 dim=1", [ctx.t(7, 5, layout="transposed"), ctx.t(7, 5)], 1),
+        Case("200x300, 100x300 (parallel path)", [ctx.t(200, 300), ctx.t(100, 300)], 0),
+    ]
+
+
+@register("where")
+def _where_cases(ctx):
+    """where.self(condition, self, other): the op's dtype is the condition's (bool);
+    self and other of several dtypes, broadcast, strided, a 0-dim float64 other,
+    zero-size, 0-dim."""
+    def cond(*shape, layout="contiguous"):
+        return ctx.t(*shape, layout=layout, dtype=torch.bool, grad=False)
+
+    def v(*shape, dtype=torch.float32, layout="contiguous"):
+        return ctx.t(*shape, dtype=dtype, layout=layout)
+
+    cases = [Case(f"64x64 {str(d)[6:]}", cond(64, 64), v(64, 64, dtype=d), v(64, 64, dtype=d))
+             for d in (torch.float32, torch.float64, torch.bfloat16, torch.int64)]
+    return cases + [
+        Case("broadcast 5x1, 5x7, 7", cond(5, 1), v(5, 7), v(7)),
+        Case("transposed and sliced 7x11", cond(7, 11, layout="transposed"), v(7, 11, layout="sliced"),
+             v(7, 11, layout="transposed")),
+        Case("expanded condition 5x7", cond(5, 7, layout="expanded"), v(5, 7), v(5, 7)),
+        Case("0-dim float64 other", cond(5, 7), v(5, 7), T(torch.tensor(0.5, dtype=torch.float64), grad=False)),
+        Case("zero-size 0x7", cond(0, 7), v(0, 7), v(0, 7)),
+        Case("0-dim", cond(), v(), v()),
+        Case("300x257 (parallel path)", cond(300, 257), v(300, 257), v(300, 257)),
+    ]

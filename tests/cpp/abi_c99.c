@@ -10,6 +10,7 @@
  * table and checks the documented 64-bit values itself.
  */
 #include <openreg/engine.h>
+#include <openreg/dtype_name.h>
 
 #include <stdio.h>
 #include <string.h>

@@ -109,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenCase{"no_entry", {"entry symbol", "openreg_engine_entry", "not an openreg engine"}},
         BrokenCase{"null_table", {"returned no engine table"}},
         BrokenCase{"bad_magic", {"magic", "0x123456789abcdef"}},
-        BrokenCase{"bad_major", {"ABI 2.0", "major", "ABI 1."}},
+        BrokenCase{"bad_major", {"ABI 2.", "major", "ABI 1."}},
         BrokenCase{"small_struct", {"too small", "struct_size 16"}},
         BrokenCase{"null_run", {"'run' is NULL"}},
         BrokenCase{"init_fails", {"init failed", "INTERNAL", "fixture: device not found"}},

@@ -148,8 +148,12 @@ std::shared_ptr<const OutputPlan> run_meta(const c10::OperatorHandle& op, c10::A
     } else if (a.isDevice()) {
       meta.emplace_back(c10::Device(c10::kMeta));
     } else {
+      // Device tensors become Meta twins; so do 0-dim CPU tensors (not wrapped Python
+      // numbers), which CUDA kernels take as scalars but some Meta kernels refuse as
+      // "on another device" (masked_fill's value). Their values stay in the signature.
       meta.push_back(map_tensors(a, [](const at::Tensor& t) {
-        if (t.device().type() != kDevice) return t;
+        const bool cpu_scalar = t.dim() == 0 && t.device().is_cpu() && !t.unsafeGetTensorImpl()->is_wrapped_number();
+        if (t.device().type() != kDevice && !cpu_scalar) return t;
         return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
       }));
     }

@@ -3,6 +3,7 @@
 
 #include "common.hpp"
 #include "isa.hpp"
+#include "loops.hpp"
 
 namespace onednn_engine {
 

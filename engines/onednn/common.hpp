@@ -225,39 +225,8 @@ void dispatch_float(openreg_dtype d, const char* what, F&& f) {
   sdk::dispatch<float, sdk::bfloat16>(d, what, std::forward<F>(f));
 }
 
-// Elementwise loops: out[i] = f(a[i], ...) computed in the compute type of f.
-// When every operand is contiguous with out's shape (the common case: Adam's
-// per-parameter updates) a plain pointer loop the compiler vectorises, split
-// over the host pool above the grain; otherwise the SDK's strided,
-// broadcasting walk.
+// Elementwise loops (map1, map2): loops.hpp.
 bool same_dense(const sdk::Tensor& out, const sdk::Tensor& a);
-
-template <class T, class F>
-void map1(const sdk::Tensor& out, const sdk::Tensor& a, F f) {
-  if (same_dense(out, a)) {
-    T* o = reinterpret_cast<T*>(out.bytes());  // may alias a (in-place ops)
-    const T* x = reinterpret_cast<const T*>(a.bytes());
-    host().parallel_for(0, out.numel(), sdk::kParallelGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(f(x[i]));
-    });
-    return;
-  }
-  sdk::unary_map<T>(host(), out, a, f);
-}
-
-template <class T, class F>
-void map2(const sdk::Tensor& out, const sdk::Tensor& a, const sdk::Tensor& b, F f) {
-  if (same_dense(out, a) && same_dense(out, b)) {
-    T* o = reinterpret_cast<T*>(out.bytes());  // may alias a (in-place ops)
-    const T* x = reinterpret_cast<const T*>(a.bytes());
-    const T* y = reinterpret_cast<const T*>(b.bytes());
-    host().parallel_for(0, out.numel(), sdk::kParallelGrain, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) o[i] = static_cast<T>(f(x[i], y[i]));
-    });
-    return;
-  }
-  sdk::binary_map<T>(host(), out, a, b, f);
-}
 
 // Copies a small per-channel vector (any float dtype, any stride) into float.
 void to_float_vec(const sdk::Tensor& t, float* out);

@@ -149,6 +149,15 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     // losses
     op("aten::nll_loss_forward", oe::nll_loss_forward);
     op("aten::nll_loss_backward", oe::nll_loss_backward);
+    // indexing and joining: copies of bits, so every dtype (where.self is
+    // routed by its condition's dtype, bool)
+    auto op_any = [&](const char* name, sdk::Kernel k) {
+      e.op(name, {f32, f64, bf16, sdk::dtypes::float16, i64, sdk::dtypes::int32, sdk::dtypes::bool_},
+           oe::guarded(std::move(k)));
+    };
+    op_any("aten::index_select", oe::index_select);  // embedding reaches engines as index_select
+    op_any("aten::cat", oe::cat);
+    e.op("aten::where.self", {sdk::dtypes::bool_}, oe::guarded(oe::where));
     // normalisation
     op_prim("aten::native_batch_norm", oe::batch_norm);
     op_prim("aten::native_batch_norm_backward", oe::batch_norm_backward);

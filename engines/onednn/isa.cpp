@@ -29,6 +29,7 @@ const CpuCaps& cpu_caps() {
     CpuCaps c;
     c.isa = dnnl::get_effective_cpu_isa();
     c.avx512_core = includes(c.isa, dnnl::cpu_isa::avx512_core);
+    c.avx2 = includes(c.isa, dnnl::cpu_isa::avx2);
     c.name = isa_name(c.isa);
     return c;
   }();

@@ -16,6 +16,7 @@ namespace onednn_engine {
 struct CpuCaps {
   dnnl::cpu_isa isa;
   bool avx512_core;  // AVX-512 F/BW/VL/DQ: bf16 primitives, the engine's own AVX-512 loops
+  bool avx2;         // the engine's own AVX2 loops (loops.hpp)
   std::string name;  // "avx512_core_bf16", "avx2", ...
 };
 const CpuCaps& cpu_caps();

@@ -3,6 +3,7 @@
 
 #include "common.hpp"
 #include "isa.hpp"
+#include "loops.hpp"
 
 namespace onednn_engine {
 
@@ -52,6 +53,11 @@ void lerp_scalar(const sdk::Call& call);
 void lerp_tensor(const sdk::Call& call);
 void fill_scalar(const sdk::Call& call);
 void zero(const sdk::Call& call);
+
+// ops_index.cpp: index_select (embedding), cat, where.self (plain copies, any dtype).
+void index_select(const sdk::Call& call);
+void cat(const sdk::Call& call);
+void where(const sdk::Call& call);
 
 // ops_loss.cpp: nll_loss forward/backward (plain loops).
 void nll_loss_forward(const sdk::Call& call);

@@ -2,6 +2,7 @@
 // (softmax_accurate / softmax_log); source and destination keep their own
 // strides. 0-dim inputs are done inline (softmax of one element is 1).
 #include <cmath>
+#include <cstring>
 
 #include "ops.h"
 
@@ -41,6 +42,100 @@ struct BwdEntry {
   dnnl::softmax_v2_backward prim;
 };
 
+// Small float32 softmax over a contiguous last dim: an own loop, since at 32x128
+// the primitive's fixed cost dominates. Only in the AVX2 and AVX-512 builds of
+// loops.hpp's choice. Rows are done 16 floats at a time in GCC vector types
+// (one zmm, or two ymm), with a scalar tail.
+namespace rows {
+
+typedef float V __attribute__((vector_size(64)));
+typedef int32_t VI __attribute__((vector_size(64)));
+constexpr int64_t kLanes = 16;
+
+// exp(x) for x <= 0 (x - the row's maximum), NaN kept: Cephes' expf (range
+// reduction by ln 2 in two parts, degree-6 polynomial, about 1 ulp), 0 below
+// -87.3 where float32 results become denormal. Scalar (S = float, SI = int32_t)
+// and vector (V, VI) alike.
+#define OPENREG_ONEDNN_EXP_BODY(S, SI)                                  \
+  const S t = x * 1.44269504088896341f;                                 \
+  const S n = (t + 12582912.0f) - 12582912.0f; /* round, |t| < 2^22 */  \
+  const S r = (x - n * 0.693359375f) - n * -2.12194440e-4f;             \
+  S p = r * 1.9875691500e-4f + 1.3981999507e-3f;                        \
+  p = p * r + 8.3334519073e-3f;                                         \
+  p = p * r + 4.1665795894e-2f;                                         \
+  p = p * r + 1.6666665459e-1f;                                         \
+  p = p * r + 5.0000001201e-1f;                                         \
+  p = p * r * r + r + 1.0f;
+
+#define OPENREG_ONEDNN_SOFTMAX_ROWS(NAME, ATTR)                                          \
+  ATTR inline float NAME##_exp1(float x) {                                              \
+    OPENREG_ONEDNN_EXP_BODY(float, int32_t)                                             \
+    const int32_t bits = (static_cast<int32_t>(n) + 127) << 23; /* 2^n */              \
+    float scale;                                                                        \
+    std::memcpy(&scale, &bits, sizeof scale);                                           \
+    return x < -87.33654f ? 0.0f : p * scale;                                           \
+  }                                                                                     \
+  /* In place: a 64-byte vector passed by value would change the AVX2 ABI. */        \
+  ATTR inline void NAME##_exp(V& v) {                                                   \
+    const V x = v;                                                                      \
+    OPENREG_ONEDNN_EXP_BODY(V, VI)                                                      \
+    const VI bits = (__builtin_convertvector(n, VI) + 127) << 23;                       \
+    const V zero = {};                                                                  \
+    v = x < -87.33654f ? zero : p * reinterpret_cast<const V&>(bits);                   \
+  }                                                                                     \
+  ATTR void NAME(const float* x, float* y, int64_t rows, int64_t n) {                  \
+    const int64_t body = n - n % kLanes;                                                \
+    for (int64_t row = 0; row < rows; ++row, x += n, y += n) {                          \
+      V m = V{} - INFINITY;                                                             \
+      for (int64_t i = 0; i < body; i += kLanes) {                                      \
+        V v;                                                                            \
+        std::memcpy(&v, x + i, sizeof v);                                               \
+        m = v > m ? v : m;                                                              \
+      }                                                                                 \
+      float mx = -INFINITY;                                                             \
+      for (int64_t j = 0; j < kLanes; ++j) mx = m[j] > mx ? m[j] : mx;                  \
+      for (int64_t i = body; i < n; ++i) mx = x[i] > mx ? x[i] : mx;                    \
+      /* NaN is never the maximum; exp(NaN - mx) is NaN, so the row's sum and */        \
+      /* every output become NaN, as in ATen. */                                        \
+      V s = {};                                                                         \
+      for (int64_t i = 0; i < body; i += kLanes) {                                      \
+        V v;                                                                            \
+        std::memcpy(&v, x + i, sizeof v);                                               \
+        V e = v - mx;                                                                   \
+        NAME##_exp(e);                                                                  \
+        std::memcpy(y + i, &e, sizeof e);                                               \
+        s += e;                                                                         \
+      }                                                                                 \
+      float sum = 0.0f;                                                                 \
+      for (int64_t j = 0; j < kLanes; ++j) sum += s[j];                                 \
+      for (int64_t i = body; i < n; ++i) {                                              \
+        y[i] = NAME##_exp1(x[i] - mx);                                                  \
+        sum += y[i];                                                                    \
+      }                                                                                 \
+      const float inv = 1.0f / sum;                                                     \
+      for (int64_t i = 0; i < n; ++i) y[i] *= inv;                                      \
+    }                                                                                   \
+  }
+OPENREG_ONEDNN_SOFTMAX_ROWS(softmax_rows_avx2, __attribute__((target("avx2"))))
+OPENREG_ONEDNN_SOFTMAX_ROWS(softmax_rows_avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))))
+#undef OPENREG_ONEDNN_SOFTMAX_ROWS
+#undef OPENREG_ONEDNN_EXP_BODY
+
+bool applies(const sdk::Tensor& x, const sdk::Tensor& y, int axis) {
+  return is_f32(x.dtype()) && loops::width() != loops::Width::Sse && axis == x.dim() - 1 && x.is_contiguous() &&
+         y.is_contiguous() && x.numel() <= static_cast<int64_t>(kMemGrain);
+}
+
+void run(const sdk::Tensor& x, const sdk::Tensor& y) {
+  const int64_t n = x.size(x.dim() - 1), rows = x.numel() / n;
+  const float* xp = reinterpret_cast<const float*>(x.bytes());
+  float* yp = reinterpret_cast<float*>(y.bytes());
+  if (loops::width() == loops::Width::Avx512) softmax_rows_avx512(xp, yp, rows, n);
+  else softmax_rows_avx2(xp, yp, rows, n);
+}
+
+}  // namespace rows
+
 int axis_of(const sdk::Call& call, int i, int64_t ndim) {
   int64_t d = call.int_arg(i);
   const int64_t n = std::max<int64_t>(ndim, 1);
@@ -62,6 +157,7 @@ void forward(const sdk::Call& call, bool log) {
     });
     return;
   }
+  if (!log && rows::applies(x, y, axis)) return rows::run(x, y);
   Buffers buf;
   const View xv = view_of(buf, x);
   const memory::desc& xmd = xv.md;

@@ -1,0 +1,226 @@
+// Indexing and joining: index_select (which embedding becomes), cat, where.self.
+// oneDNN has no primitive for them; they move elements without arithmetic, so
+// one loop per element size serves every dtype (bits are copied as they are).
+// Contiguous rows are copied with memcpy; any other layout takes the SDK's
+// strided walk. Every check that can decline runs before the first write.
+#include <cstring>
+
+#include "ops.h"
+
+namespace onednn_engine {
+
+namespace {
+
+// Calls fn(U{}) with the unsigned integer type of an element size.
+template <class Fn>
+void dispatch_size(const sdk::Call& call, int64_t element_size, Fn&& fn) {
+  switch (element_size) {
+    case 1: fn(uint8_t{}); break;
+    case 2: fn(uint16_t{}); break;
+    case 4: fn(uint32_t{}); break;
+    case 8: fn(uint64_t{}); break;
+    default: sdk::unsupported(sdk::str(call.op_name(), ": element size ", element_size));
+  }
+}
+
+// dim wrapped into [0, ndim) (a 0-dim tensor counts as 1-d); out of range is
+// left to the reference, which raises PyTorch's error.
+int64_t wrap_dim(const sdk::Call& call, int64_t dim, int64_t ndim) {
+  const int64_t n = std::max<int64_t>(ndim, 1);
+  OPENREG_SDK_REQUIRE(dim >= -n && dim < n, call.op_name(), ": dim ", dim, " out of range for ", ndim,
+                      " dims (left to the reference, which raises the error)");
+  return dim < 0 ? dim + n : dim;
+}
+
+// A strided copy dst <- src of elements of type U over `shape`: memcpy per row
+// where both rows are dense.
+template <class U>
+void copy_strided(const sdk::Shape& shape, const sdk::Operand& dst, const sdk::Operand& src) {
+  constexpr int64_t es = sizeof(U);
+  sdk::for_each_row(host(), shape, std::array<sdk::Operand, 2>{dst, src},
+                    [](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+                      if (s[0] == es && s[1] == es) {
+                        std::memcpy(p[0], p[1], static_cast<size_t>(n * es));
+                        return;
+                      }
+                      for (int64_t i = 0; i < n; ++i)
+                        *reinterpret_cast<U*>(p[0] + i * s[0]) = *reinterpret_cast<const U*>(p[1] + i * s[1]);
+                    });
+}
+
+// An operand over `t`'s own shape with dim `skip` left out (sizes and byte strides),
+// starting at element `at` along that dim.
+struct Slice {
+  sdk::Shape shape;
+  sdk::Operand op;
+};
+Slice slice_without(const sdk::Tensor& t, int64_t skip, int64_t at) {
+  Slice s;
+  const int64_t es = t.element_size();
+  s.op.base = t.bytes() + (t.dim() ? at * t.stride(skip) * es : 0);
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d == skip) continue;
+    s.shape.push_back(t.size(d));
+    s.op.byte_strides.push_back(t.stride(d) * es);
+  }
+  return s;
+}
+
+int64_t span_numel(const sdk::Tensor& t, int64_t begin, int64_t end) {
+  int64_t n = 1;
+  for (int64_t d = begin; d < end; ++d) n *= t.size(d);
+  return n;
+}
+
+// The index's values as int64 (int32 widened), each checked to lie in [0, bound).
+// Reads a 0-dim or 1-d index of any stride. False if one is out of range.
+template <class I>
+bool read_index(const sdk::Tensor& index, int64_t bound, int64_t* out) {
+  const int64_t count = index.numel(), stride = index.dim() ? index.stride(0) : 1;
+  const I* p = index.data<I>();
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t v = static_cast<int64_t>(p[k * stride]);
+    if (v < 0 || v >= bound) return false;
+    out[k] = v;
+  }
+  return true;
+}
+
+}  // namespace
+
+// index_select(self, dim, index) -> out: int64 or int32 index of at most one dim.
+// Negative or out-of-range indices are left to the reference (PyTorch raises).
+void index_select(const sdk::Call& call) {
+  const sdk::Tensor self = call.tensor(0), index = call.tensor(2), out = call.output(0);
+  require_dtype(call, self.dtype(), {out});
+  OPENREG_SDK_REQUIRE(index.dim() <= 1, call.op_name(), ": index of ", index.dim(), " dims");
+  const bool i64 = sdk::same_dtype(index.dtype(), sdk::dtypes::int64);
+  OPENREG_SDK_REQUIRE(i64 || sdk::same_dtype(index.dtype(), sdk::dtypes::int32), call.op_name(),
+                      ": index of dtype ", sdk::dtype_name(index.dtype()));
+  const int64_t nd = self.dim(), dim = wrap_dim(call, call.int_arg(1), nd);
+  const int64_t count = index.numel(), bound = nd ? self.size(dim) : 1;
+  OPENREG_SDK_CHECK(out.dim() == nd && (nd == 0 ? count == 1 : out.size(dim) == count), call.op_name(),
+                    ": output ", out.describe(), " does not fit ", count, " indices of ", self.describe());
+  for (int64_t d = 0; d < nd; ++d)
+    OPENREG_SDK_CHECK(d == dim || out.size(d) == self.size(d), call.op_name(), ": output ", out.describe(),
+                      " does not fit ", self.describe());
+  Buffers buffers;
+  int64_t* idx = static_cast<int64_t*>(buffers.alloc(static_cast<size_t>(std::max<int64_t>(count, 1)) * 8));
+  const bool in_range = i64 ? read_index<int64_t>(index, bound, idx) : read_index<int32_t>(index, bound, idx);
+  OPENREG_SDK_REQUIRE(in_range, call.op_name(), ": an index out of range (left to the reference, which raises the error)");
+  if (out.numel() == 0) return;
+  if (self.is_contiguous() && out.is_contiguous()) {
+    // Rows of `inner` elements: out row (o, k) is self row (o, idx[k]).
+    const int64_t outer = nd ? span_numel(self, 0, dim) : 1, inner = nd ? span_numel(self, dim + 1, nd) : 1;
+    const size_t row = static_cast<size_t>(inner * self.element_size());
+    const char* src = self.bytes();
+    char* dst = out.bytes();
+    host().parallel_for(0, outer * count, std::max<int64_t>(1, sdk::kParallelGrain / std::max<int64_t>(inner, 1)),
+                        [&](int64_t b, int64_t e) {
+                          for (int64_t r = b; r < e; ++r) {
+                            const int64_t o = r / count, k = r - o * count;
+                            std::memcpy(dst + r * row, src + (o * bound + idx[k]) * row, row);
+                          }
+                        });
+    return;
+  }
+  // Any strides: one strided copy of the slice at idx[k] per index.
+  dispatch_size(call, self.element_size(), [&](auto zero) {
+    using U = decltype(zero);
+    for (int64_t k = 0; k < count; ++k) {
+      const Slice to = slice_without(out, dim, k), from = slice_without(self, dim, idx[k]);
+      copy_strided<U>(to.shape, to.op, from.op);
+    }
+  });
+}
+
+// cat(tensors, dim) -> out: tensors of out's dtype, any strides. 1-d empty
+// tensors are skipped, as ATen does (the legacy "empty" placeholder).
+void cat(const sdk::Call& call) {
+  const std::vector<sdk::Tensor> ts = call.tensor_list(0);
+  const sdk::Tensor out = call.output(0);
+  const int64_t nd = out.dim();
+  OPENREG_SDK_REQUIRE(nd > 0, call.op_name(), ": 0-dim output");
+  const int64_t dim = wrap_dim(call, call.int_arg(1), nd);
+  int64_t along = 0;
+  for (const sdk::Tensor& t : ts) {
+    OPENREG_SDK_REQUIRE(t.defined(), call.op_name(), ": an undefined tensor in the list");
+    if (t.dim() == 1 && t.size(0) == 0) continue;
+    require_dtype(call, out.dtype(), {t});
+    OPENREG_SDK_CHECK(t.dim() == nd, call.op_name(), ": tensors of ", t.dim(), " and ", nd, " dims");
+    for (int64_t d = 0; d < nd; ++d)
+      OPENREG_SDK_CHECK(d == dim || t.size(d) == out.size(d), call.op_name(), ": size ", t.size(d), " at dim ", d,
+                        ", expected ", out.size(d));
+    along += t.size(dim);
+  }
+  OPENREG_SDK_CHECK(along == out.size(dim), call.op_name(), ": the tensors make ", along, " along dim ", dim,
+                    ", the output has ", out.size(dim));
+  if (out.numel() == 0) return;
+  const int64_t es = out.element_size();
+  dispatch_size(call, es, [&](auto zero) {
+    using U = decltype(zero);
+    int64_t at = 0;  // where the next part starts along dim
+    for (const sdk::Tensor& t : ts) {
+      if ((t.dim() == 1 && t.size(0) == 0) || t.size(dim) == 0) continue;
+      const sdk::Shape shape = sdk::shape_of(t);
+      sdk::Operand dst;  // out's strides over the part's shape, from `at` along dim
+      dst.base = out.bytes() + at * out.stride(dim) * es;
+      for (int64_t d = 0; d < nd; ++d) dst.byte_strides.push_back(out.stride(d) * es);
+      copy_strided<U>(shape, dst, sdk::operand(t, shape));
+      at += t.size(dim);
+    }
+  });
+}
+
+// where.self(condition, self, other) -> out: bool condition; self and other of
+// out's dtype, or 0-dim of another (a Python number: read as a value of out's
+// dtype); all broadcast to out.
+void where(const sdk::Call& call) {
+  const sdk::Tensor cond = call.tensor(0), a = call.tensor(1), b = call.tensor(2), out = call.output(0);
+  OPENREG_SDK_REQUIRE(sdk::same_dtype(cond.dtype(), sdk::dtypes::bool_), call.op_name(), ": condition of dtype ",
+                      sdk::dtype_name(cond.dtype()));
+  const sdk::Shape shape = sdk::shape_of(out);
+  // A 0-dim operand of another dtype: its value converted into `storage`, seen
+  // with stride 0 everywhere.
+  alignas(8) unsigned char scalar_a[8], scalar_b[8];
+  auto value_operand = [&](const sdk::Tensor& t, unsigned char* storage, const char* what) {
+    if (sdk::same_dtype(t.dtype(), out.dtype())) return sdk::operand(t, shape);
+    OPENREG_SDK_REQUIRE(t.dim() == 0, call.op_name(), ": ", what, " has dtype ", sdk::dtype_name(t.dtype()),
+                        ", the output ", sdk::dtype_name(out.dtype()), " (mixed dtypes are left to the next engine)");
+    const double v = t.item();
+    sdk::dispatch<float, double, sdk::bfloat16, sdk::float16, int64_t, int32_t, bool>(
+        out.dtype(), "where", [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T x = static_cast<T>(v);
+          std::memcpy(storage, &x, sizeof(T));
+        });
+    sdk::Operand op;
+    op.base = reinterpret_cast<char*>(storage);
+    op.byte_strides.assign(shape.size(), 0);
+    return op;
+  };
+  const sdk::Operand x = value_operand(a, scalar_a, "self"), y = value_operand(b, scalar_b, "other");
+  const sdk::Operand c = sdk::operand(cond, shape), o = sdk::operand(out, shape);
+  dispatch_size(call, out.element_size(), [&](auto zero) {
+    using U = decltype(zero);
+    constexpr int64_t es = sizeof(U);
+    sdk::for_each_row(host(), shape, std::array<sdk::Operand, 4>{o, c, x, y},
+                      [](const std::array<char*, 4>& p, const std::array<int64_t, 4>& s, int64_t n) {
+                        if (s[0] == es && s[1] == 1 && s[2] == es && s[3] == es) {
+                          U* po = reinterpret_cast<U*>(p[0]);
+                          const bool* pc = reinterpret_cast<const bool*>(p[1]);
+                          const U* pu = reinterpret_cast<const U*>(p[2]);
+                          const U* pv = reinterpret_cast<const U*>(p[3]);
+                          for (int64_t i = 0; i < n; ++i) po[i] = pc[i] ? pu[i] : pv[i];
+                          return;
+                        }
+                        for (int64_t i = 0; i < n; ++i)
+                          *reinterpret_cast<U*>(p[0] + i * s[0]) =
+                              *reinterpret_cast<const bool*>(p[1] + i * s[1])
+                                  ? *reinterpret_cast<const U*>(p[2] + i * s[2])
+                                  : *reinterpret_cast<const U*>(p[3] + i * s[3]);
+                      });
+  });
+}
+
+}  // namespace onednn_engine

@@ -104,6 +104,10 @@ def _softmax_cases(ctx):
 
     return [
         case("5x7x11 dim=-1", ctx.t(5, 7, 11), -1),
+        # rows of 16+ elements: the vector body of engines' row loops, not only the tail
+        case("32x128 dim=-1", ctx.t(32, 128), -1),
+        case("7x40 dim=-1", ctx.t(7, 40), -1),
+        case("large logits 7x40 (x30) dim=-1", ctx.of(ctx.values((7, 40)) * 30), -1),
         case("5x7x11 dim=1", ctx.t(5, 7, 11), 1),
         case("5x7x11 dim=0", ctx.t(5, 7, 11), 0),
         case("transposed 7x11 dim=-1", ctx.t(7, 11, layout="transposed"), -1),

@@ -421,6 +421,9 @@ std::vector<Case> softmax(const Name& n, openreg_dtype d) {
   const std::vector<SS> shapes{
       {"5x7x11 dim 1", {5, 7, 11}, Layout::Contiguous, 1},
       {"5x7x11 dim -1", {5, 7, 11}, Layout::Contiguous, -1},
+      // Rows of 16+ elements: the vector body of engines' row loops, not only the tail.
+      {"32x128 dim -1", {32, 128}, Layout::Contiguous, -1},
+      {"7x40 dim -1", {7, 40}, Layout::Contiguous, -1},
       {"11x13 transposed dim -1", {11, 13}, Layout::Transposed, -1},
       {"5x7x11 strided+offset dim 0", {5, 7, 11}, Layout::Gapped, 0},
       {"zero-size 0x3 dim 1", {0, 3}, Layout::Contiguous, 1},

@@ -165,24 +165,7 @@ void where(const Call& call) {
   std::array<sdk::Operand, 4> ops{sdk::operand(out, shape), sdk::operand(cond, shape), sdk::operand(x, shape),
                                   sdk::operand(y, shape)};
   dispatch_size(out.element_size(), "where", [&](auto zero) {
-    using U = decltype(zero);
-    constexpr int64_t es = sizeof(U);
-    sdk::for_each_row(call.host(), shape, ops,
-                      [](const std::array<char*, 4>& p, const std::array<int64_t, 4>& s, int64_t n) {
-                        if (s[0] == es && s[1] == 1 && s[2] == es && s[3] == es) {
-                          U* o = reinterpret_cast<U*>(p[0]);
-                          const bool* c = reinterpret_cast<const bool*>(p[1]);
-                          const U* u = reinterpret_cast<const U*>(p[2]);
-                          const U* v = reinterpret_cast<const U*>(p[3]);
-                          for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? u[i] : v[i];
-                          return;
-                        }
-                        for (int64_t i = 0; i < n; ++i)
-                          *reinterpret_cast<U*>(p[0] + i * s[0]) =
-                              *reinterpret_cast<const bool*>(p[1] + i * s[1])
-                                  ? *reinterpret_cast<const U*>(p[2] + i * s[2])
-                                  : *reinterpret_cast<const U*>(p[3] + i * s[3]);
-                      });
+    sdk::select_rows<decltype(zero)>(call.host(), shape, ops);
   });
 }
 

@@ -202,24 +202,7 @@ void where(const sdk::Call& call) {
   const sdk::Operand x = value_operand(a, scalar_a, "self"), y = value_operand(b, scalar_b, "other");
   const sdk::Operand c = sdk::operand(cond, shape), o = sdk::operand(out, shape);
   dispatch_size(call, out.element_size(), [&](auto zero) {
-    using U = decltype(zero);
-    constexpr int64_t es = sizeof(U);
-    sdk::for_each_row(host(), shape, std::array<sdk::Operand, 4>{o, c, x, y},
-                      [](const std::array<char*, 4>& p, const std::array<int64_t, 4>& s, int64_t n) {
-                        if (s[0] == es && s[1] == 1 && s[2] == es && s[3] == es) {
-                          U* po = reinterpret_cast<U*>(p[0]);
-                          const bool* pc = reinterpret_cast<const bool*>(p[1]);
-                          const U* pu = reinterpret_cast<const U*>(p[2]);
-                          const U* pv = reinterpret_cast<const U*>(p[3]);
-                          for (int64_t i = 0; i < n; ++i) po[i] = pc[i] ? pu[i] : pv[i];
-                          return;
-                        }
-                        for (int64_t i = 0; i < n; ++i)
-                          *reinterpret_cast<U*>(p[0] + i * s[0]) =
-                              *reinterpret_cast<const bool*>(p[1] + i * s[1])
-                                  ? *reinterpret_cast<const U*>(p[2] + i * s[2])
-                                  : *reinterpret_cast<const U*>(p[3] + i * s[3]);
-                      });
+    sdk::select_rows<decltype(zero)>(host(), shape, std::array<sdk::Operand, 4>{o, c, x, y});
   });
 }
 

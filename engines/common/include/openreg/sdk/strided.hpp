@@ -258,5 +258,27 @@ void binary_map(const Host& host, const Tensor& out, const Tensor& a, const Tens
   });
 }
 
+// out[i] = cond[i] ? a[i] : b[i] (torch.where's loop) over operands that share
+// `shape` ({out, cond, a, b}, cond of bool), for elements stored as U: pick U by
+// element size (uint32_t for float32 and int32 alike), the bytes are copied as they are.
+template <class U>
+void select_rows(const Host& host, const Shape& shape, const std::array<Operand, 4>& ops) {
+  constexpr int64_t es = sizeof(U);
+  for_each_row(host, shape, ops, [](const std::array<char*, 4>& p, const std::array<int64_t, 4>& s, int64_t n) {
+    if (s[0] == es && s[1] == 1 && s[2] == es && s[3] == es) {  // dense rows: vectorisable
+      U* o = reinterpret_cast<U*>(p[0]);
+      const bool* c = reinterpret_cast<const bool*>(p[1]);
+      const U* x = reinterpret_cast<const U*>(p[2]);
+      const U* y = reinterpret_cast<const U*>(p[3]);
+      for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : y[i];
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<U*>(p[0] + i * s[0]) = *reinterpret_cast<const bool*>(p[1] + i * s[1])
+                                                   ? *reinterpret_cast<const U*>(p[2] + i * s[2])
+                                                   : *reinterpret_cast<const U*>(p[3] + i * s[3]);
+  });
+}
+
 }  // namespace sdk
 }  // namespace openreg

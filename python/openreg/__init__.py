@@ -12,6 +12,7 @@ import os
 import torch
 
 from . import _C  # loads libopenreg_core: kernels, allocator, hooks, guard
+from . import _autograd_exit
 from . import device_module as _device_module
 
 __all__ = ["stats", "reset_stats", "info", "engines_available", "cmake_prefix_path", "include_dir"]
@@ -37,6 +38,7 @@ def _register() -> None:
 
 
 _register()
+_autograd_exit.install()
 
 
 def stats() -> dict:

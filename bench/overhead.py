@@ -38,8 +38,9 @@ import time
 import torch
 import torch.nn.functional as F
 
+from machine import cpu_description, describe
+
 IN_TREE_ENGINES = ("onednn", "eigen", "aten_ref")
-CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16")
 
 # Issue 11's targets, ratio device/CPU (at most), for every thread count measured.
 GEOMEAN_TARGETS = {"onednn": 1.05, "aten_ref": 1.25}
@@ -248,22 +249,6 @@ def child(args):
 
 # ----------------------------------------------------------- parent: report
 
-def cpu_description():
-    model, flags = "?", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and model == "?":
-                    model = value.strip()
-                elif key.strip() == "flags" and not flags:
-                    flags = set(value.split())
-    except OSError:
-        pass
-    return {"model": model, "logical_cpus": os.cpu_count(),
-            "features": {f: f in flags for f in CPU_FEATURES}}
-
-
 def fail(message):
     """Exit 2 (1 means a missed target under --check)."""
     print(f"overhead.py: {message}", file=sys.stderr)
@@ -330,10 +315,8 @@ def target_cell(value, target):
 
 
 def print_report(results, args, machine):
-    feats = ", ".join(f"{f} {'yes' if v else 'no'}" for f, v in machine["features"].items())
     print("# bench/overhead.py: per-op cost of small ops, openreg device vs torch CPU")
-    print(f"CPU: {machine['model']}, {machine['logical_cpus']} logical CPUs; vector features: {feats}"
-          + (f"; ONEDNN_MAX_CPU_ISA={os.environ['ONEDNN_MAX_CPU_ISA']}" if "ONEDNN_MAX_CPU_ISA" in os.environ else ""))
+    print(describe(machine))
     print(f"torch {torch.__version__} (CPU capability {torch.backends.cpu.get_cpu_capability()}), "
           f"{machine['default_threads']} threads by default; measured with "
           + " and ".join(f"torch.set_num_threads({t})" for t in args.threads))

@@ -1,51 +1,89 @@
-"""Where a training step's time goes, op by op: examples/train.py's step (batch 64,
-Adam) under torch.profiler on torch CPU and on the openreg device, side by side.
+"""Where a model's step time goes, op by op and shape by shape: the step under
+torch.profiler on torch CPU and on the openreg device, side by side.
 
-    python bench/step_ops.py --engine eigen [--steps 50] [--top 30]
+    python bench/step_ops.py --engine onednn --model GPT-2 [--mode train] [--steps 10] [--top 30]
+    python bench/step_ops.py --engine eigen --model "digits CNN" --by-op
 
-Columns are microseconds per step (an op's total including its children, so
-aten::conv2d contains aten::convolution) and calls per step on the device. The
-profiler adds its own cost to both sides alike; use bench/engines.py for the
-step's real ratio."""
+Models are bench/model_zoo.py's (the ones bench/models.py times). Rows are
+keyed by op and input shapes (``--by-op``: by op only), the costliest on either
+side first. Columns are microseconds per step of the op itself (self time: an
+op's children are not counted in it, so the rows add up to the step) and calls
+per step on the device; ``ratio`` is device / CPU, so a row far above 1.0x is
+a slow path: a non-contiguous or broadcast operand, or a fallback (the engine
+that served the op's device calls is named). The profiler adds its own cost to
+both sides alike; bench/models.py gives the step's real ratio.
+"""
 
 import argparse
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
 
 def main():
+    import model_zoo
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--engine", default=None, help="OPENREG_ENGINE (name or path)")
-    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--model", default="digits CNN", help="one of: " + ", ".join(model_zoo.MODELS))
+    p.add_argument("--mode", default="train", choices=("train", "infer"))
+    p.add_argument("--steps", type=int, default=10)
     p.add_argument("--top", type=int, default=30)
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    p.add_argument("--by-op", action="store_true", help="one row per op, all shapes together")
     args = p.parse_args()
+    if args.model not in model_zoo.MODELS:
+        p.error(f"unknown model {args.model!r} (known: {', '.join(model_zoo.MODELS)})")
     if args.engine:
         os.environ["OPENREG_ENGINE"] = args.engine
     import torch
     import openreg
     from torch.profiler import ProfilerActivity, profile
 
-    from train_step import make_train_step
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     def per_op(device):
-        step = make_train_step(device)
-        for _ in range(10):
+        step = getattr(model_zoo.build(args.model, device), args.mode)
+        for _ in range(3):
             step().item()
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        openreg.reset_stats()
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=not args.by_op) as prof:
             for _ in range(args.steps):
                 step()
             step().item()
         n = args.steps + 1
-        return {e.key: (e.cpu_time_total / n, e.count / n) for e in prof.key_averages() if e.key.startswith("aten::")}
+        served = openreg.stats()
+        rows = {}
+        for e in prof.key_averages(group_by_input_shape=not args.by_op):
+            if not e.key.startswith("aten::"):
+                continue
+            key = e.key if args.by_op else f"{e.key} {e.input_shapes}"
+            rows[key] = (e.self_cpu_time_total / n, e.count / n, e.key)
+        return rows, served
 
-    cpu, dev = per_op("cpu"), per_op("openreg")
-    print(f"openreg engine chain: {' -> '.join(openreg.info()['chain'])}")
-    keys = sorted(set(cpu) | set(dev), key=lambda k: -max(dev.get(k, (0, 0))[0], cpu.get(k, (0, 0))[0]))
-    print(f"{'op':48s} {'cpu us':>9s} {'openreg us':>11s} {'calls':>6s}")
+    cpu, _ = per_op("cpu")
+    dev, served = per_op("openreg")
+    chain = openreg.info()["chain"]
+    print(f"model {args.model} ({args.mode}), openreg engine chain: {' -> '.join(chain)}, "
+          f"{torch.get_num_threads()} threads, {args.steps + 1} profiled steps")
+    total_cpu = sum(v[0] for v in cpu.values())
+    total_dev = sum(v[0] for v in dev.values())
+    print(f"aten self time per step: torch CPU {total_cpu / 1e3:.2f} ms, device {total_dev / 1e3:.2f} ms")
+    keys = sorted(set(cpu) | set(dev), key=lambda k: -max(dev.get(k, (0,))[0], cpu.get(k, (0,))[0]))
+    width = max([len(k) for k in keys[:args.top]] + [10])
+    print(f"{'op (input shapes)':{width}s} {'cpu us':>9s} {'device us':>10s} {'ratio':>7s} {'calls':>6s}  served by")
     for k in keys[:args.top]:
-        print(f"{k:48s} {cpu.get(k, (0, 0))[0]:9.1f} {dev.get(k, (0, 0))[0]:11.1f} {dev.get(k, (0, 0))[1]:6.1f}")
+        c, d = cpu.get(k, (0, 0, k))[0], dev.get(k, (0, 0, k))[0]
+        calls = dev.get(k, (0, 0))[1]
+        op = (dev.get(k) or cpu.get(k))[2]
+        # the router counts by overload (aten::sum.dim_IntList), the profiler by op name
+        by = {e for name, counts in served.items() if name == op or name.startswith(op + ".") for e in counts}
+        by_text = ", ".join(sorted(by))
+        ratio = f"{d / c:6.2f}x" if c > 0 else "      -"
+        print(f"{k:{width}s} {c:9.1f} {d:10.1f} {ratio} {calls:6.1f}  {by_text}")
 
 
 if __name__ == "__main__":

@@ -46,3 +46,34 @@ def test_overhead_benchmark_smoke(run_command, repo_root, openreg):
             assert re.search(r"\| \d+\.\d+ \(\d+\.\d+x", row), row
         assert rows[-1].startswith("| geomean") and re.search(r"\d+\.\d+x", rows[-1]), rows[-1]
     assert re.search(r"^geomean device/CPU: .*\d+\.\d+x", out.strip().splitlines()[-1]), out
+
+
+def test_models_benchmark_smoke(run_command, repo_root, openreg, tmp_path):
+    engine = os.environ.get("OPENREG_ENGINE") or openreg.info()["chain"][0]
+    script = os.path.join(repo_root, "bench", "models.py")
+    paths = {k: str(tmp_path / f"bench.{k}") for k in ("json", "md", "png")}
+    proc = run_command([sys.executable, script, "--quick", "--engine", engine, "--models", "digits CNN,GPT-2",
+                        "--json", paths["json"], "--markdown", paths["md"], "--chart", paths["png"]])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"vector features: avx2 (yes|no), avx512f (yes|no), avx512_bf16 (yes|no)", proc.stdout)
+    import json
+    with open(paths["json"]) as f:
+        figures = json.load(f)
+    (result,) = figures["results"]
+    assert figures["threads"] == [1, 2] and sorted(result["threads"]) == ["1", "2"]
+    for per_model in result["threads"].values():
+        assert sorted(per_model) == ["GPT-2", "digits CNN"]
+        for per_mode in per_model.values():
+            for mode in ("train", "infer"):
+                fig = per_mode[mode]
+                assert fig["cpu_ms"] > 0 and fig["dev_ms"] > 0
+                assert abs(fig["ratio"] - fig["dev_ms"] / fig["cpu_ms"]) < 1e-9
+    with open(paths["md"]) as f:
+        table = f.read()
+    for threads in ("1 thread", "2 threads"):
+        assert f"## {threads}" in table, table
+    for model in ("digits CNN", "GPT-2"):
+        for mode in ("train", "infer"):
+            assert re.search(rf"^\| {re.escape(model)} \| {mode} \| \d+\.\d+ \| \d+\.\d+ \(\d+\.\d+x", table, re.M), table
+    with open(paths["png"], "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,316 @@
+"""Real-model benchmark: one training step and one inference pass of each model
+of bench/model_zoo.py on the openreg device against native torch CPU, engine by
+engine, with 1 and 2 threads.
+
+    python bench/models.py                              # every built in-tree engine, every model
+    python bench/models.py --engine onednn --models GPT-2,BERT --threads 1
+    python bench/models.py --json docs/bench.json --markdown docs/bench.md --chart docs/bench.png
+    python bench/models.py --quick                      # a smoke run: checks the script runs
+
+ratio = openreg time / torch CPU time: above 1.0x the device is SLOWER (as in
+bench/overhead.py). The engine is chosen when the device initialises, so each
+engine runs in a child process of its own (this script with --child). In it,
+for each thread count, each model is built twice from the same seed (on torch
+CPU and on the device); after warm-up steps, CPU and device rounds alternate
+(the order flips each round) and the median round of each side is kept. A round
+is --steps calls of the step, ended by reading the last result (``.item()``),
+so the figures stay right if ops become asynchronous.
+
+This is a benchmark, not a test: it asserts nothing about the timings. Issue
+12's targets are printed beside the figures; --check exits 1 when one is missed.
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from machine import cpu_description, describe  # noqa: E402
+
+IN_TREE_ENGINES = ("onednn", "eigen", "aten_ref")
+MODES = ("train", "infer")
+
+# Issue 12's targets: step time device/CPU, at most, on every model, mode and thread count.
+TARGETS = {"onednn": 0.9, "eigen": 1.2, "aten_ref": 1.3}
+MODEL_TARGETS = {("onednn", "digits CNN", "train"): 0.8}
+
+
+def target_for(engine, model, mode):
+    return MODEL_TARGETS.get((engine, model, mode), TARGETS.get(engine))
+
+
+# ------------------------------------------------------------------ child: measure
+
+def measure(workload_cpu, workload_dev, mode, rounds, steps, warmup):
+    """Median seconds per step (cpu, device) of `mode`, alternating rounds."""
+    fns = {"cpu": getattr(workload_cpu, mode), "dev": getattr(workload_dev, mode)}
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+        fn().item()
+    times = {"cpu": [], "dev": []}
+    for r in range(rounds):
+        order = ("cpu", "dev") if r % 2 == 0 else ("dev", "cpu")
+        for side in order:
+            fn = fns[side]
+            start = time.perf_counter()
+            for _ in range(steps):
+                out = fn()
+            out.item()
+            times[side].append((time.perf_counter() - start) / steps)
+    return times
+
+
+def child(args):
+    import torch
+    import openreg
+    import model_zoo
+
+    torch.ones(1, device="openreg")  # loads the chain
+    info = openreg.info()
+    engine = info["chain"][0]
+    out = {"engine": engine, "chain": info["chain"],
+           "version": next((e["version"] for e in info["engines"] if e["name"] == engine), "?"),
+           "threads": {}}
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        per_model = {}
+        for name in args.models:
+            cpu, dev = model_zoo.build(name, "cpu"), model_zoo.build(name, "openreg")
+            per_model[name] = {}
+            for mode in args.modes:
+                openreg.reset_stats()
+                per_model[name][mode] = measure(cpu, dev, mode, args.rounds, args.steps, args.warmup)
+                served = openreg.stats()
+                per_model[name][mode]["fallback_ops"] = sorted(
+                    op for op, counts in served.items() if any(e != engine for e in counts))
+            del cpu, dev
+        out["threads"][str(threads)] = per_model
+    with open(args.child, "w") as f:
+        json.dump(out, f)
+    return 0
+
+
+# ------------------------------------------------------------------ parent: report
+
+def fail(message):
+    print(f"models.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def engines_to_run(arg):
+    import openreg
+    built = [e["name"] for e in openreg.engines_available()]
+    if arg:
+        wanted = [e.strip() for e in arg.split(",") if e.strip()]
+        unknown = [e for e in wanted if os.sep not in e and e not in built]
+        if unknown:
+            fail(f"engine(s) not built: {', '.join(unknown)} (built: {', '.join(built)})")
+        return wanted
+    return [e for e in IN_TREE_ENGINES if e in built]
+
+
+def run_child(engine, args):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "figures.json")
+        argv = [sys.executable, os.path.abspath(__file__), "--child", path,
+                "--threads", ",".join(map(str, args.threads)), "--rounds", str(args.rounds),
+                "--steps", str(args.steps), "--warmup", str(args.warmup),
+                "--models", ",".join(args.models), "--modes", ",".join(args.modes)]
+        proc = subprocess.run(argv, env={**os.environ, "OPENREG_ENGINE": engine})
+        if proc.returncode != 0:
+            fail(f"the run on engine {engine!r} failed (exit {proc.returncode})")
+        with open(path) as f:
+            return json.load(f)
+
+
+def summarise(result):
+    for per_model in result["threads"].values():
+        for per_mode in per_model.values():
+            for fig in per_mode.values():
+                fig["cpu_ms"] = statistics.median(fig["cpu"]) * 1e3
+                fig["dev_ms"] = statistics.median(fig["dev"]) * 1e3
+                fig["ratio"] = fig["dev_ms"] / fig["cpu_ms"]
+
+
+def geomean(values):
+    values = list(values)
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
+
+
+def threads_label(t):
+    return f"{t} thread" + ("" if str(t) == "1" else "s")
+
+
+def report_lines(results, args, machine):
+    """The markdown report (also printed) and the list of missed targets."""
+    import torch
+    lines = ["# bench/models.py: real models, openreg device vs torch CPU", "",
+             describe(machine) + "  ",
+             f"torch {torch.__version__}; {args.rounds} alternating rounds of {args.steps} steps per side, "
+             f"median round; one process per engine  "]
+    for r in results:
+        lines.append(f"engine {r['engine']} {r['version']}: chain {' -> '.join(r['chain'])}  ")
+    lines.append("ratio = openreg step time / torch CPU step time: below 1.0x the device is faster. "
+                 "Train: forward, backward and AdamW; infer: forward under no_grad, eval mode. "
+                 "`*`: some ops of the step were served by a later engine of the chain.")
+    lines.append("")
+    import model_zoo
+    for name in args.models:
+        lines.append(f"- {name}: {model_zoo.DESCRIPTIONS[name]}")
+    missed = []
+    for t in map(str, args.threads):
+        lines += ["", f"## {threads_label(t)}", ""]
+        header = ["model", "mode", "torch CPU ms"] + [f"{r['engine']} ms (ratio)" for r in results]
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "---|" * len(header))
+        for name in args.models:
+            for mode in args.modes:
+                figs = [r["threads"][t][name][mode] for r in results]
+                cells = [name, mode, f"{figs[0]['cpu_ms']:.2f}"]
+                for r, fig in zip(results, figs):
+                    target = target_for(r["engine"], name, mode)
+                    ok = target is None or fig["ratio"] <= target
+                    if not ok:
+                        missed.append(f"{r['engine']} {name} {mode} ({threads_label(t)}): "
+                                      f"{fig['ratio']:.2f}x > {target:.2f}x")
+                    mark = " *" if fig["fallback_ops"] else ""
+                    cells.append(f"{fig['dev_ms']:.2f} ({fig['ratio']:.2f}x{'' if ok else ' !'}){mark}")
+                lines.append("| " + " | ".join(cells) + " |")
+        cells = ["geomean", "", ""]
+        for r in results:
+            cells.append(f"{geomean(m[mode]['ratio'] for m in r['threads'][t].values() for mode in args.modes):.2f}x")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Targets (issue 12, at most): " + ", ".join(f"{e} {v}x" for e, v in TARGETS.items())
+                 + "; digits CNN train on onednn 0.8x. `!` marks a missed target.")
+    for r in results:
+        fb = {}
+        for per_model in r["threads"].values():
+            for name, per_mode in per_model.items():
+                for fig in per_mode.values():
+                    fb.setdefault(name, set()).update(fig["fallback_ops"])
+        fb = {k: v for k, v in fb.items() if v}
+        if fb:
+            lines.append("")
+            lines.append(f"Ops served by a later engine of the chain on {r['engine']}:")
+            for name, ops in fb.items():
+                lines.append(f"- {name}: {', '.join(sorted(ops))}")
+    return lines, missed
+
+
+def draw_chart(results, args, machine, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [(name, mode) for name in args.models for mode in args.modes]
+    threads = list(map(str, args.threads))
+    fig, axes = plt.subplots(1, len(threads), figsize=(6.5 * len(threads), 0.38 * len(rows) + 1.8),
+                             sharey=True, squeeze=False)
+    height = 0.8 / max(1, len(results))
+    for ax, t in zip(axes[0], threads):
+        for k, r in enumerate(results):
+            ys = [i + (k - (len(results) - 1) / 2) * height for i in range(len(rows))]
+            xs = [r["threads"][t][name][mode]["ratio"] for name, mode in rows]
+            ax.barh(ys, xs, height=height, label=r["engine"])
+        ax.axvline(1.0, color="black", linewidth=1)
+        ax.set_title(f"{threads_label(t)}")
+        ax.set_xlabel("step time / torch CPU (lower is faster)")
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([f"{name} {mode}" for name, mode in rows])
+        ax.invert_yaxis()
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].legend(loc="lower right")
+    feats = ", ".join(f for f, v in machine["features"].items() if v) or "none of " + ", ".join(machine["features"])
+    fig.suptitle(f"openreg vs torch CPU, real models: {machine['model']}, {machine['logical_cpus']} CPUs ({feats})",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def parse_args(argv=None):
+    import model_zoo
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--engine", default=None,
+                   help="engine name or library path (comma-separated for several); default: every built "
+                        "in-tree engine (" + ", ".join(IN_TREE_ENGINES) + ")")
+    p.add_argument("--models", default=None,
+                   help="comma-separated model names (default: all): " + ", ".join(model_zoo.MODELS))
+    p.add_argument("--modes", default=",".join(MODES), help="train, infer or both (default)")
+    p.add_argument("--threads", default="1,2", help="comma-separated torch.set_num_threads values (default 1,2)")
+    p.add_argument("--rounds", type=int, default=None, help="alternating rounds per side (default 5; 1 with --quick)")
+    p.add_argument("--steps", type=int, default=None, help="steps per round (default 3; 1 with --quick)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed steps per side first (default 3; 1 with --quick)")
+    p.add_argument("--quick", action="store_true",
+                   help="one round of one step, the digits CNN only unless --models: checks the script runs")
+    p.add_argument("--json", default=None, metavar="PATH", help="write every round's figures here")
+    p.add_argument("--markdown", default=None, metavar="PATH", help="write the report as markdown here")
+    p.add_argument("--chart", default=None, metavar="PATH", help="draw the ratios here (PNG, matplotlib)")
+    p.add_argument("--check", action="store_true", help="exit 1 if one of issue 12's targets is missed")
+    p.add_argument("--child", default=None, metavar="PATH", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    default_models = "digits CNN" if args.quick else ",".join(model_zoo.MODELS)
+    args.models = [m.strip() for m in (args.models or default_models).split(",") if m.strip()]
+    unknown = [m for m in args.models if m not in model_zoo.MODELS]
+    if unknown:
+        p.error(f"unknown model(s): {', '.join(unknown)} (known: {', '.join(model_zoo.MODELS)})")
+    args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not args.modes or any(m not in MODES for m in args.modes):
+        p.error(f"--modes: expected some of {', '.join(MODES)}")
+    try:
+        args.threads = [int(t) for t in args.threads.split(",")]
+    except ValueError:
+        p.error(f"--threads: expected comma-separated integers, got {args.threads!r}")
+    if not args.threads or min(args.threads) < 1:
+        p.error("--threads: every count must be >= 1")
+    args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 5)
+    args.steps = args.steps if args.steps is not None else (1 if args.quick else 3)
+    args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
+    if args.rounds < 1 or args.steps < 1 or args.warmup < 0:
+        p.error("--rounds and --steps must be >= 1, --warmup >= 0")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.child:
+        return child(args)
+    import torch
+    machine = {**cpu_description(), "default_threads": torch.get_num_threads()}
+    engines = engines_to_run(args.engine)
+    if not engines:
+        fail("no engine built")
+    results = []
+    for engine in engines:
+        result = run_child(engine, args)
+        summarise(result)
+        results.append(result)
+    lines, missed = report_lines(results, args, machine)
+    print("\n".join(lines))
+    if missed:
+        print("\ntargets missed:\n" + "\n".join(f"- {m}" for m in missed))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine, "torch": torch.__version__, "threads": args.threads,
+                       "rounds": args.rounds, "steps": args.steps, "ratio": "device / torch CPU",
+                       "targets": TARGETS, "missed": missed, "results": results}, f, indent=1)
+    if args.chart:
+        draw_chart(results, args, machine, args.chart)
+    return 1 if (args.check and missed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

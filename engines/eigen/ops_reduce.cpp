@@ -172,6 +172,11 @@ void reduce(const Call& call, Reduce kind) {
 
   if ((kind == R_SUM || kind == R_MEAN || kind == R_SUM_ALL) && sum_rows_f32(call.host(), in, out, reduced, p, kind))
     return;
+  // Sums over outer dims in float32 (bias gradients): row by row, see sdk/reduce.hpp.
+  if ((kind == R_SUM || kind == R_MEAN) && p.nred > 0 && sdk::same_dtype(in.dtype(), sdk::dtypes::float32) &&
+      sdk::sum_outer<float>(call.host(), in, out, reduced, keepdim && out.dim() == nd,
+                            kind == R_MEAN ? 1.0 / static_cast<double>(p.nred) : 1.0))
+    return;
   sdk::dispatch<float, double>(in.dtype(), "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* x = in.data<T>();

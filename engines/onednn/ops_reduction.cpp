@@ -158,9 +158,14 @@ void run_reduction(const sdk::Call& call, bool mean) {
     });
     return;
   }
+  int64_t count = 1;
+  for (int64_t i = 0; i < n; ++i)
+    if (red[static_cast<size_t>(i)]) count *= x.size(i);
   auto loop = [&] {
     dispatch_float(x.dtype(), "reduction", [&](auto tag) {
       using T = typename decltype(tag)::type;
+      if (sdk::sum_outer<T>(host(), x, out, red, keepdim, mean ? 1.0 / static_cast<double>(count) : 1.0))
+        return;  // outer dims summed row by row (bias gradients)
       reduce_loop<T>(x, out, red, ds, mean);
     });
   };

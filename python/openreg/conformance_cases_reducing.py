@@ -88,6 +88,14 @@ def _reduction_cases(ctx):
     ]
     if dom == "any":
         cases.append(case(f"5x7x11x13 {dims[0][0]}", (5, 7, 11, 13), one, False))
+    if dom == "any" and isinstance(one, list):
+        # Sums over outer dims with a wide contiguous run kept (bias gradients):
+        # engines add whole rows; blocks of rows and of columns, and their tails.
+        cases += [
+            case("bias gradient 150x40 dim=[0]", (150, 40), [0], False),
+            case("outer dims 3x50x40 dim=[0, 1] keepdim", (3, 50, 40), [0, 1], True),
+            case("wide 6x700 dim=[0]", (6, 700), [0], False),
+        ]
     return cases
 
 

@@ -12,5 +12,6 @@
 #include <openreg/sdk/call.hpp>
 #include <openreg/sdk/dtype.hpp>
 #include <openreg/sdk/engine.hpp>
+#include <openreg/sdk/reduce.hpp>
 #include <openreg/sdk/status.hpp>
 #include <openreg/sdk/strided.hpp>

@@ -18,7 +18,8 @@ finalization starts: it runs one tiny backward on each device index, through the
 C++ engine directly so that no Python object is stashed with it. A device
 thread takes tasks in order, so once it has run this one it has finished the
 previous backward and dropped its graph task while the interpreter could still
-serve the GIL; the drain's own graph task holds no Python object.
+serve the GIL; the drain's own graph task holds no Python object (no stashed
+context, no captured gradient).
 """
 
 import atexit
@@ -36,7 +37,10 @@ def drain_device_threads() -> None:
         for index in range(_C._device_count()):
             x = torch.zeros((), device=torch.device("openreg", index), requires_grad=True)
             y = x * 2.0
-            engine.run_backward((y,), (torch.ones_like(y),), False, False, (x,), True, False)
+            # accumulate_grad=True and no `inputs`: the task captures no gradient
+            # that Python could own (a returned gradient could be released by the
+            # device thread later, which is the very race this avoids).
+            engine.run_backward((y,), (torch.ones_like(y),), False, False, (), True, True)
     except Exception:
         pass  # an exit hook must never turn a clean exit into an error
 

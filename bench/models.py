@@ -36,6 +36,8 @@ sys.path.insert(0, HERE)
 from machine import cpu_description, describe  # noqa: E402
 
 IN_TREE_ENGINES = ("onednn", "eigen", "aten_ref")
+# The default chain following this machine's tuned routing table (python -m openreg tune).
+TUNED = "tuned"
 MODES = ("train", "infer")
 
 # Issue 12's targets: step time device/CPU, at most, on every model, mode and thread count.
@@ -77,7 +79,7 @@ def child(args):
     torch.ones(1, device="openreg")  # loads the chain
     info = openreg.info()
     engine = info["chain"][0]
-    out = {"engine": engine, "chain": info["chain"],
+    out = {"engine": args.label or engine, "chain": info["chain"], "tuned_routes": info.get("tuned_routes"),
            "version": next((e["version"] for e in info["engines"] if e["name"] == engine), "?"),
            "threads": {}}
     for threads in args.threads:
@@ -90,8 +92,10 @@ def child(args):
                 openreg.reset_stats()
                 per_model[name][mode] = measure(cpu, dev, mode, args.rounds, args.steps, args.warmup)
                 served = openreg.stats()
+                # Ops served by a later engine of the chain (for the tuned chain: by aten_ref).
+                later = {"aten_ref", "host_ref"} if args.label == TUNED else set(info["chain"][1:]) | {"host_ref"}
                 per_model[name][mode]["fallback_ops"] = sorted(
-                    op for op, counts in served.items() if any(e != engine for e in counts))
+                    op for op, counts in served.items() if any(e in later for e in counts))
             del cpu, dev
         out["threads"][str(threads)] = per_model
     with open(args.child, "w") as f:
@@ -107,25 +111,37 @@ def fail(message):
 
 
 def engines_to_run(arg):
+    """The --engine values, or every built in-tree engine and, when this machine has
+    a tuned routing table (python -m openreg tune), the tuned default chain."""
     import openreg
+    from openreg import tuning
     built = [e["name"] for e in openreg.engines_available()]
     if arg:
         wanted = [e.strip() for e in arg.split(",") if e.strip()]
-        unknown = [e for e in wanted if os.sep not in e and e not in built]
+        unknown = [e for e in wanted if os.sep not in e and e not in built and e != TUNED]
         if unknown:
-            fail(f"engine(s) not built: {', '.join(unknown)} (built: {', '.join(built)})")
+            fail(f"engine(s) not built: {', '.join(unknown)} (built: {', '.join(built)}; or '{TUNED}')")
+        if TUNED in wanted and not os.path.exists(tuning.table_path()):
+            fail(f"no tuned routing table at {tuning.table_path()}: run `python -m openreg tune` first")
         return wanted
-    return [e for e in IN_TREE_ENGINES if e in built]
+    return [e for e in IN_TREE_ENGINES if e in built] + ([TUNED] if os.path.exists(tuning.table_path()) else [])
 
 
 def run_child(engine, args):
+    from openreg import tuning
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "figures.json")
         argv = [sys.executable, os.path.abspath(__file__), "--child", path,
                 "--threads", ",".join(map(str, args.threads)), "--rounds", str(args.rounds),
                 "--steps", str(args.steps), "--warmup", str(args.warmup),
                 "--models", ",".join(args.models), "--modes", ",".join(args.modes)]
-        proc = subprocess.run(argv, env={**os.environ, "OPENREG_ENGINE": engine})
+        if engine == TUNED:  # the default chain with this machine's table
+            env = {k: v for k, v in os.environ.items() if k != "OPENREG_ENGINE"}
+            env["OPENREG_ROUTES"] = tuning.table_path()
+            argv += ["--label", TUNED]
+        else:
+            env = {**os.environ, "OPENREG_ENGINE": engine, "OPENREG_ROUTES": "off"}
+        proc = subprocess.run(argv, env=env)
         if proc.returncode != 0:
             fail(f"the run on engine {engine!r} failed (exit {proc.returncode})")
         with open(path) as f:
@@ -176,8 +192,10 @@ def report_lines(results, args, machine):
             for mode in args.modes:
                 figs = [r["threads"][t][name][mode] for r in results]
                 cells = [name, mode, f"{figs[0]['cpu_ms']:.2f}"]
+                best_single = min((f["ratio"] for r, f in zip(results, figs) if r["engine"] != TUNED), default=None)
                 for r, fig in zip(results, figs):
-                    target = target_for(r["engine"], name, mode)
+                    # The tuned chain's target: at least as fast as the best single engine.
+                    target = best_single if r["engine"] == TUNED else target_for(r["engine"], name, mode)
                     ok = target is None or fig["ratio"] <= target
                     if not ok:
                         missed.append(f"{r['engine']} {name} {mode} ({threads_label(t)}): "
@@ -191,7 +209,8 @@ def report_lines(results, args, machine):
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Targets (issue 12, at most): " + ", ".join(f"{e} {v}x" for e, v in TARGETS.items())
-                 + "; digits CNN train on onednn 0.8x. `!` marks a missed target.")
+                 + f"; digits CNN train on onednn 0.8x; {TUNED}: the best single engine's ratio. "
+                 "`!` marks a missed target.")
     for r in results:
         fb = {}
         for per_model in r["threads"].values():
@@ -243,7 +262,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--engine", default=None,
                    help="engine name or library path (comma-separated for several); default: every built "
-                        "in-tree engine (" + ", ".join(IN_TREE_ENGINES) + ")")
+                        "in-tree engine (" + ", ".join(IN_TREE_ENGINES) + ") and, if this machine has a "
+                        "tuned routing table, '" + TUNED + "': the default chain following it")
     p.add_argument("--models", default=None,
                    help="comma-separated model names (default: all): " + ", ".join(model_zoo.MODELS))
     p.add_argument("--modes", default=",".join(MODES), help="train, infer or both (default)")
@@ -258,6 +278,7 @@ def parse_args(argv=None):
     p.add_argument("--chart", default=None, metavar="PATH", help="draw the ratios here (PNG, matplotlib)")
     p.add_argument("--check", action="store_true", help="exit 1 if one of issue 12's targets is missed")
     p.add_argument("--child", default=None, metavar="PATH", help=argparse.SUPPRESS)
+    p.add_argument("--label", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     default_models = "digits CNN" if args.quick else ",".join(model_zoo.MODELS)
     args.models = [m.strip() for m in (args.models or default_models).split(",") if m.strip()]

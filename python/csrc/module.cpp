@@ -62,6 +62,36 @@ py::list engine_chain() {
   return out;
 }
 
+py::list route_timings() {
+  py::list out;
+  for (const auto& t : openreg::route_table().timings()) {
+    py::dict d;
+    d["op"] = t.op;
+    d["dtype"] = t.dtype;
+    d["size_class"] = t.size_class;
+    d["engine"] = t.engine;
+    d["calls"] = t.calls;
+    d["ns"] = t.ns;
+    out.append(d);
+  }
+  return out;
+}
+
+// chain: engine names; prefer: "op|dtype" -> one engine name per size class ("" = none).
+bool set_tuned_routes(const std::vector<std::string>& chain,
+                      const std::unordered_map<std::string, std::vector<std::string>>& prefer) {
+  openreg::TunedRoutes t;
+  t.chain = chain;
+  for (const auto& [key, names] : prefer) {
+    TORCH_CHECK(names.size() == openreg::kSizeClasses, "openreg: a tuned route needs ", openreg::kSizeClasses,
+                " engine names (one per size class), got ", names.size(), " for ", key);
+    std::array<std::string, openreg::kSizeClasses> a;
+    std::copy(names.begin(), names.end(), a.begin());
+    t.prefer.emplace(key, a);
+  }
+  return openreg::registry().set_tuned_routes(std::move(t));
+}
+
 py::dict memory_stats(c10::DeviceIndex index) {
   auto m = openreg::memory_stats(index);
   py::dict d;
@@ -104,6 +134,13 @@ PYBIND11_MODULE(_C, m) {
         [](int i) { openreg::reset_accumulated_memory_stats(static_cast<c10::DeviceIndex>(i)); });
   m.def("_stats", &engine_stats);
   m.def("_reset_stats", [] { openreg::route_table().reset_stats(); });
+  m.def("_route_timings", &route_timings);
+  m.def("_reset_route_timings", [] { openreg::route_table().reset_timings(); });
+  m.def("_set_route_timing", [](bool on) { openreg::set_route_timing(on); });
+  m.def("_set_tuned_routes", &set_tuned_routes);
+  m.def("_size_class_bounds", [] {
+    return std::vector<int64_t>(std::begin(openreg::kSizeClassBounds), std::end(openreg::kSizeClassBounds));
+  });
   m.def("_engines_found", &engines_found);
   m.def("_engine_chain", &engine_chain);
   m.def("_engine_dir", &openreg::builtin_engine_dir);

@@ -12,7 +12,7 @@ import os
 import torch
 
 from . import _C  # loads libopenreg_core: kernels, allocator, hooks, guard
-from . import _autograd_exit
+from . import _autograd_exit, tuning
 from . import device_module as _device_module
 
 __all__ = ["stats", "reset_stats", "info", "engines_available", "cmake_prefix_path", "include_dir"]
@@ -39,6 +39,7 @@ def _register() -> None:
 
 _register()
 _autograd_exit.install()
+tuning.apply_at_import()
 
 
 def stats() -> dict:
@@ -69,4 +70,5 @@ def info() -> dict:
         "chain": [e["name"] for e in _C._engine_chain()],
         "devices": _C._device_count(),
         "engine_dir": _C._engine_dir(),
+        "tuned_routes": tuning.active_table(),
     }

@@ -1,7 +1,9 @@
 """``python -m openreg info``: engines found, the active chain, the devices.
 
 ``python -m openreg conformance <engine>``: compares an engine with torch CPU (see
-:mod:`openreg.conformance`). ``python -m openreg cmake-prefix-path``: the SDK prefix.
+:mod:`openreg.conformance`). ``python -m openreg tune``: measures the engines on this
+machine and writes the routing table the default chain follows (see
+:mod:`openreg.tuning`). ``python -m openreg cmake-prefix-path``: the SDK prefix.
 """
 
 import argparse
@@ -27,11 +29,30 @@ def _info() -> int:
         ops = f"{e['num_ops']} ops advertised" + (", takes any op" if e["any_op"] else "")
         print(f"  {e['name']:<12} version {e['version']}, ABI {e['abi_version']}, {ops}, {e['path']}")
     print(f"devices: {info['devices']} (openreg:0 .. openreg:{info['devices'] - 1})")
+    from . import tuning
+
+    if info["tuned_routes"]:
+        import json
+
+        with open(info["tuned_routes"]) as f:
+            table = json.load(f)
+        moved = sum(1 for prefer in table["routes"].values() for e in prefer if e)
+        print(f"tuned routing table: {info['tuned_routes']} (made {table['made']}, {moved} (op, dtype, size class) "
+              f"routed to their fastest engine; OPENREG_ROUTES=off ignores it)")
+    elif tuning.ignored_table():
+        path, why = tuning.ignored_table()
+        print(f"tuned routing table: {path} ignored: {why}; run `python -m openreg tune` again")
+    else:
+        print(f"tuned routing table: none ({tuning.table_path()}); `python -m openreg tune` makes one")
     return 0
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "tune":
+        from . import tuning
+
+        return tuning.main(argv[1:])
     if argv and argv[0] == "conformance":
         # Its own parser: it passes unknown arguments through to the ABI binary.
         from . import conformance
@@ -42,6 +63,9 @@ def main(argv=None) -> int:
     sub.add_parser("info", help="print the engines found, the active chain and the devices")
     sub.add_parser("cmake-prefix-path",
                    help="print the CMAKE_PREFIX_PATH entry for find_package(openreg) (the engine SDK)")
+    sub.add_parser("tune", add_help=False,
+                   help="measure the engines on this machine and route each op to the fastest "
+                        "(python -m openreg tune --help)")
     sub.add_parser("conformance", add_help=False,
                    help="compare an engine with torch CPU, op by op, forward and autograd "
                         "(python -m openreg conformance --help)")

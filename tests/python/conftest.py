@@ -18,7 +18,14 @@ import subprocess
 import sys
 
 import pytest
-import torch
+
+# A tuned routing table in this machine's cache (python -m openreg tune) would
+# change which engine serves what; the suite tests the chains as configured.
+# Set before `import torch`, which imports openreg (torch.backends entry point).
+# tests/python/test_tuning.py points OPENREG_ROUTES at tables of its own.
+os.environ.setdefault("OPENREG_ROUTES", "off")
+
+import torch  # noqa: E402
 
 SUBPROCESS_TIMEOUT = 120  # seconds
 

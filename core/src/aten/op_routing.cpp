@@ -13,6 +13,9 @@
 #include "reference_path.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+
+#include <algorithm>
+#include <chrono>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -40,12 +43,16 @@ Route* route_for(OpPlan& plan, openreg_dtype dtype, bool has_dtype) {
 }
 
 // The device the call runs on (its first device tensor's, else a Device argument's,
-// else the current one) and the dtype it is routed by (its first tensor's).
+// else the current one) and the dtype it is routed by (its first tensor's), whose
+// number of elements is the call's size.
 c10::DeviceIndex call_device(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, openreg_dtype* dtype,
-                             bool* has_dtype) {
+                             bool* has_dtype, int64_t* numel) {
   c10::DeviceIndex dev = -1;
   auto visit = [&](const at::Tensor& t) {
-    if (!*has_dtype) *has_dtype = bridge::to_abi_dtype(t.scalar_type(), dtype);
+    if (!*has_dtype) {
+      *has_dtype = bridge::to_abi_dtype(t.scalar_type(), dtype);
+      *numel = t.numel();
+    }
     if (dev < 0 && t.device().type() == kDevice) dev = t.device().index();
   };
   for (int i : plan.tensor_args) {
@@ -90,7 +97,8 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   openreg_dtype dtype{};
   bool has_dtype = false;
-  const c10::DeviceIndex dev = call_device(plan, args, &dtype, &has_dtype);
+  int64_t numel = 0;
+  const c10::DeviceIndex dev = call_device(plan, args, &dtype, &has_dtype, &numel);
   const c10::Device device(kDevice, dev);
   check_devices(plan.device_rule, plan.name, args, device);
   c10::OptionalDeviceGuard guard;
@@ -127,13 +135,26 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   openreg_call& call = builder.call();
 
   // Each engine either runs the call or declines it (UNSUPPORTED, nothing written).
+  // In the chain's order, except that a tuned route tries its size class's
+  // fastest engine first; route timing (tuning) measures each engine call.
+  const bool timing = route_timing_enabled();
+  const int size_cls = route->tuned || timing ? size_class(numel) : 0;
+  const int first = route->tuned ? std::max<int>(0, route->preferred[static_cast<size_t>(size_cls)]) : 0;
   std::string declined;
-  for (size_t i = 0; i < route->candidates.size(); ++i) {
+  for (size_t k = 0; k < route->candidates.size(); ++k) {
+    const size_t i = first == 0 ? k : k == 0 ? first : k <= static_cast<size_t>(first) ? k - 1 : k;
     const auto& cand = route->candidates[i];
     call.op_index = cand.op_index;
     std::string msg;
+    const auto start = timing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     openreg_status st = invoke_supports(*cand.engine, call, &msg);
     if (st == OPENREG_STATUS_OK) st = invoke_run(*cand.engine, call, &msg);
+    if (timing && st == OPENREG_STATUS_OK) {
+      const size_t slot = i * kSizeClasses + static_cast<size_t>(size_cls);
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+      route->timed_ns[slot].fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
+      route->timed_calls[slot].fetch_add(1, std::memory_order_relaxed);
+    }
     if (st == OPENREG_STATUS_UNSUPPORTED) {
       declined += "; " + cand.engine->name + " declined: " + msg;
       if (verbosity() >= 1) log_line(plan.name + ": " + cand.engine->name + " declined (" + msg + ")");

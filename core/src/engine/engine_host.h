@@ -5,6 +5,7 @@
 
 #include <openreg/engine.h>
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -120,6 +121,25 @@ const char* signal_name(int signal);
 // newline- and NUL-terminated; returns its length without the NUL. Async-signal-safe.
 size_t format_crash_line(char* buf, size_t cap, const CrashContext& where, const EngineCallMark& mark);
 
+// ------------------------------------------------------------- tuned routes
+
+// A call's size class: elements of the tensor it is routed by. A tuned routing
+// table (`python -m openreg tune`) names the fastest engine per (op, dtype, size
+// class) on one machine.
+constexpr int kSizeClasses = 4;
+constexpr int64_t kSizeClassBounds[kSizeClasses - 1] = {4096, 65536, 1048576};  // exclusive upper bounds
+inline int size_class(int64_t numel) {
+  int c = 0;
+  while (c < kSizeClasses - 1 && numel >= kSizeClassBounds[c]) ++c;
+  return c;
+}
+
+struct TunedRoutes {
+  std::vector<std::string> chain;  // the engines measured, in the order they are tried by default
+  // "op|dtype" -> the engine to try first, per size class ("": the chain's order)
+  std::unordered_map<std::string, std::array<std::string, kSizeClasses>> prefer;
+};
+
 // ------------------------------------------------------------------ registry
 
 struct EngineFile {
@@ -148,6 +168,12 @@ class Registry {
   const openreg_host* host() const { return &host_; }
   // Name -> path, or "" when no such engine file exists.
   std::string find_engine_file(const std::string& name) const;
+  // A tuned routing table for the `auto` chain: its engines become the chain and
+  // its preferences order each route's candidates. Only before the chain loads
+  // (returns false after, or when OPENREG_ENGINE is not `auto`).
+  bool set_tuned_routes(TunedRoutes tuned);
+  // The table in use (the chain is `auto` and one was set), else NULL.
+  const TunedRoutes* tuned_routes() const { return tuned_.chain.empty() ? nullptr : &tuned_; }
 
  private:
   Engine* load(const std::string& path);
@@ -157,6 +183,7 @@ class Registry {
   openreg_host host_;
   std::mutex mutex_;
   bool loaded_ = false;
+  TunedRoutes tuned_;
   std::string error_;
   std::vector<std::unique_ptr<Engine>> engines_;
   std::vector<Engine*> chain_;
@@ -176,6 +203,24 @@ struct Route {
   std::vector<Candidate> candidates;
   std::unique_ptr<std::atomic<uint64_t>[]> calls;  // per candidate
   std::atomic<uint64_t> reference_calls{0};        // calls run on the host's reference path
+  // From the tuned routing table: the candidate to try first per size class (-1: the
+  // chain's order); tuned: some class starts elsewhere than candidate 0.
+  std::array<int8_t, kSizeClasses> preferred{-1, -1, -1, -1};
+  bool tuned = false;
+  // While route timing is on (tuning): time spent in engine calls and their number,
+  // per candidate and size class ([candidate * kSizeClasses + class]).
+  std::unique_ptr<std::atomic<uint64_t>[]> timed_ns, timed_calls;
+};
+
+// Route timing (off by default): route_call measures each engine call into the
+// route's timed_* counters. `python -m openreg tune` turns it on.
+bool route_timing_enabled();
+void set_route_timing(bool on);
+
+struct RouteTiming {
+  std::string op, dtype, engine;
+  int size_class;
+  uint64_t calls, ns;
 };
 
 // The name calls on the host's reference path are counted under in stats().
@@ -194,6 +239,9 @@ class RouteTable {
   // op -> engine (or kReferencePathName) -> calls, over every route.
   std::unordered_map<std::string, std::unordered_map<std::string, uint64_t>> stats();
   void reset_stats();
+  // The engine-call timings gathered while route timing is on, and their reset.
+  std::vector<RouteTiming> timings();
+  void reset_timings();
   // The error text for a route with no candidate (strict mode, or no fallback).
   std::string uncovered_message(const Route& route);
 

@@ -114,6 +114,13 @@ Engine* Registry::load(const std::string& given) {
   return engines_.back().get();
 }
 
+bool Registry::set_tuned_routes(TunedRoutes tuned) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (loaded_ || config_.spec != "auto") return false;
+  tuned_ = std::move(tuned);
+  return true;
+}
+
 const std::vector<Engine*>& Registry::chain() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (loaded_) {
@@ -126,6 +133,13 @@ const std::vector<Engine*>& Registry::chain() {
     if (items.empty()) items.push_back("auto");
     std::vector<std::string> paths;
     for (const auto& item : items) {
+      if (item == "auto" && !tuned_.chain.empty()) {  // the tuned table's engines
+        for (const auto& name : tuned_.chain) {
+          std::string p = find_engine_file(name);
+          if (!p.empty() && name != "aten_ref") paths.push_back(p);
+        }
+        continue;
+      }
       if (item == "auto") {
         for (const char* name : kAutoOrder) {
           std::string p = find_engine_file(name);

@@ -1,5 +1,5 @@
 // The route table: routing decisions per (operator, dtype), cached, with per-engine
-// and reference-path call counters.
+// and reference-path call counters, the tuned table's preferences and route timing.
 #include "engine_host.h"
 
 namespace openreg {
@@ -22,9 +22,34 @@ Route* RouteTable::find_or_add(std::string key, const std::string& op, openreg_d
   }
   r->calls.reset(new std::atomic<uint64_t>[r->candidates.size() + 1]);
   for (size_t i = 0; i <= r->candidates.size(); ++i) r->calls[i] = 0;
+  const size_t slots = r->candidates.size() * kSizeClasses;
+  r->timed_ns.reset(new std::atomic<uint64_t>[slots + 1]);
+  r->timed_calls.reset(new std::atomic<uint64_t>[slots + 1]);
+  for (size_t i = 0; i <= slots; ++i) r->timed_ns[i] = r->timed_calls[i] = 0;
+  if (const TunedRoutes* tuned = registry_.tuned_routes(); tuned && !reference) {
+    auto it = tuned->prefer.find(key);
+    if (it != tuned->prefer.end()) {
+      for (int c = 0; c < kSizeClasses; ++c) {
+        for (size_t i = 0; i < r->candidates.size(); ++i) {
+          if (r->candidates[i].engine->name == it->second[static_cast<size_t>(c)]) {
+            r->preferred[static_cast<size_t>(c)] = static_cast<int8_t>(i);
+            r->tuned = r->tuned || i != 0;
+          }
+        }
+      }
+    }
+  }
   if (verbosity() >= 1 && !reference) {
     std::string names;
     for (const auto& c : r->candidates) names += (names.empty() ? "" : ", then ") + c.engine->name;
+    if (r->tuned) {
+      names += " (tuned, first by size class:";
+      for (int c = 0; c < kSizeClasses; ++c) {
+        const int p = r->preferred[static_cast<size_t>(c)];
+        names += std::string(" ") + (p < 0 ? "-" : r->candidates[static_cast<size_t>(p)].engine->name);
+      }
+      names += ")";
+    }
     log_line(op + " (" + (has_dtype ? dtype_name(dtype) : "no tensor") + ") -> " +
              (names.empty() ? "no engine" : names));
   }
@@ -64,6 +89,39 @@ void RouteTable::reset_stats() {
   for (auto& kv : routes_) {
     for (size_t i = 0; i <= kv.second->candidates.size(); ++i) kv.second->calls[i] = 0;
     kv.second->reference_calls = 0;
+  }
+}
+
+namespace {
+std::atomic<bool> g_route_timing{false};
+}  // namespace
+
+bool route_timing_enabled() { return g_route_timing.load(std::memory_order_relaxed); }
+void set_route_timing(bool on) { g_route_timing.store(on, std::memory_order_relaxed); }
+
+std::vector<RouteTiming> RouteTable::timings() {
+  std::vector<RouteTiming> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& kv : routes_) {
+    const Route& r = *kv.second;
+    for (size_t i = 0; i < r.candidates.size(); ++i) {
+      for (int c = 0; c < kSizeClasses; ++c) {
+        const size_t slot = i * kSizeClasses + static_cast<size_t>(c);
+        const uint64_t n = r.timed_calls[slot].load(std::memory_order_relaxed);
+        if (n == 0) continue;
+        out.push_back({r.op, r.has_dtype ? dtype_name(r.dtype) : "-", r.candidates[i].engine->name, c, n,
+                       r.timed_ns[slot].load(std::memory_order_relaxed)});
+      }
+    }
+  }
+  return out;
+}
+
+void RouteTable::reset_timings() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& kv : routes_) {
+    const size_t slots = kv.second->candidates.size() * kSizeClasses;
+    for (size_t i = 0; i <= slots; ++i) kv.second->timed_ns[i] = kv.second->timed_calls[i] = 0;
   }
 }
 

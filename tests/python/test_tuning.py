@@ -1,0 +1,118 @@
+"""python -m openreg tune and the tuned routing table (python/openreg/tuning.py):
+the choice rule, the router following a table, stale tables ignored, and one
+real (short) tuning run. The chains' correctness is the conformance suite's:
+the table only reorders engines that each pass it."""
+
+import json
+import os
+import sys
+
+import pytest
+
+
+def _table(openreg, routes, chain=("onednn", "eigen", "aten_ref")):
+    from openreg import tuning
+
+    found = {f["name"]: f["path"] for f in openreg.engines_available()}
+    missing = [e for e in chain if e not in found]
+    if missing:
+        pytest.skip(f"engines not built: {missing}")
+    return {"version": tuning.TABLE_VERSION, "made": "test", "chain": list(chain), "routes": routes,
+            "engines": [tuning._fingerprint(e, found[e]) for e in chain]}
+
+
+def test_choose_keeps_the_chain_order_unless_another_engine_is_clearly_faster(openreg):
+    from openreg.tuning import MARGIN, choose
+
+    order = ["onednn", "eigen", "aten_ref"]
+    measured = {
+        "aten::relu|float32": {"0": {"onednn": 10.0, "eigen": 5.0}, "3": {"onednn": 100.0, "eigen": 95.0}},
+        "aten::mm|float32": {"2": {"onednn": 10.0, "eigen": 30.0, "aten_ref": 12.0}},
+        "aten::tril|float32": {"1": {"eigen": 10.0, "aten_ref": 4.0}},  # onednn does not serve it
+        "aten::cat|float32": {"0": {"aten_ref": 3.0}},  # one engine only: nothing to choose
+    }
+    routes = choose(measured, order)
+    assert routes == {"aten::relu|float32": ["eigen", "", "", ""], "aten::tril|float32": ["", "aten_ref", "", ""]}
+    # exactly at the margin: not faster enough
+    edge = {"aten::add.Tensor|float32": {"0": {"onednn": 10.0, "eigen": 10.0 * (1 - MARGIN)}}}
+    assert choose(edge, order) == {}
+
+
+ROUTER_CHECK = r"""
+import json, sys, torch, openreg
+info = openreg.info()
+small = torch.randn(100, device="openreg")       # size class 0 (< 4096 elements)
+large = torch.randn(200, 100, device="openreg")  # size class 1
+openreg.reset_stats()
+torch.relu(small)
+small_by = openreg.stats()["aten::relu"]
+openreg.reset_stats()
+torch.relu(large)
+large_by = openreg.stats()["aten::relu"]
+ok = torch.equal(torch.relu(small).cpu(), torch.relu(small.cpu()))
+print(json.dumps({"chain": info["chain"], "table": info["tuned_routes"], "small": small_by, "large": large_by,
+                  "ok": ok}))
+"""
+
+
+def test_default_chain_follows_the_table_per_size_class(openreg, run_python, tmp_path):
+    path = tmp_path / "routes.json"
+    path.write_text(json.dumps(_table(openreg, {"aten::relu|float32": ["eigen", "", "", ""]})))
+    proc = run_python(ROUTER_CHECK, env_extra={"OPENREG_ENGINE": None, "OPENREG_ROUTES": str(path)})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["chain"] == ["onednn", "eigen", "aten_ref"] and out["table"] == str(path)
+    assert out["small"] == {"eigen": 1}, out   # the table's choice for class 0
+    assert out["large"] == {"onednn": 1}, out  # class 1: the chain's order
+    assert out["ok"]
+
+
+def test_an_explicit_engine_ignores_the_table(openreg, run_python, tmp_path):
+    path = tmp_path / "routes.json"
+    path.write_text(json.dumps(_table(openreg, {"aten::relu|float32": ["eigen", "eigen", "eigen", "eigen"]})))
+    proc = run_python(ROUTER_CHECK, env_extra={"OPENREG_ENGINE": "onednn", "OPENREG_ROUTES": str(path)})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["chain"] == ["onednn", "aten_ref"] and out["table"] is None
+    assert out["small"] == {"onednn": 1} and out["large"] == {"onednn": 1}
+
+
+def test_a_table_for_other_engine_builds_is_ignored_with_a_warning(openreg, run_python, tmp_path):
+    table = _table(openreg, {"aten::relu|float32": ["eigen", "eigen", "eigen", "eigen"]})
+    table["engines"][1]["mtime_ns"] += 1  # eigen rebuilt since
+    path = tmp_path / "routes.json"
+    path.write_text(json.dumps(table))
+    proc = run_python(ROUTER_CHECK, env_extra={"OPENREG_ENGINE": None, "OPENREG_ROUTES": str(path)})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["table"] is None and out["chain"][0] == "onednn" and out["small"] == {"onednn": 1}
+    assert "tuned routing table" in proc.stderr and "ignored" in proc.stderr and "eigen changed" in proc.stderr
+
+
+def test_tune_measures_the_engines_and_writes_a_table_the_chain_loads(openreg, run_command, tmp_path):
+    from openreg import tuning
+
+    built = {f["name"] for f in openreg.engines_available()}
+    engines = [e for e in tuning.ENGINE_ORDER if e in built] + ["aten_ref"]
+    if len(engines) < 2:
+        pytest.skip("one engine built: nothing to tune")
+    path = tmp_path / "routes.json"
+    proc = run_command([sys.executable, "-m", "openreg", "tune", "--models", "nn.TransformerEncoder",
+                        "--steps", "1", "--output", str(path)], env_extra={"OPENREG_ENGINE": None})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    table = json.loads(path.read_text())
+    assert table["chain"] == engines and [e["name"] for e in table["engines"]] == engines
+    assert table["models"] == ["nn.TransformerEncoder"]
+    # Every engine was measured on the ops it serves: mm (a linear layer's) on each.
+    mm = table["measured_us"]["aten::addmm|float32"]
+    assert set().union(*(set(per_engine) for per_engine in mm.values())) == set(engines), mm
+    for key, prefer in table["routes"].items():
+        assert len(prefer) == 4 and all(e in ("",) + tuple(engines) for e in prefer), (key, prefer)
+        for cls, engine in enumerate(prefer):
+            if engine:  # chosen only where it was measured faster than the chain's first choice
+                per_engine = table["measured_us"][key][str(cls)]
+                default = min(per_engine, key=engines.index)
+                assert per_engine[engine] < per_engine[default], (key, cls, per_engine)
+    info = run_command([sys.executable, "-m", "openreg", "info"],
+                       env_extra={"OPENREG_ENGINE": None, "OPENREG_ROUTES": str(path)})
+    assert info.returncode == 0 and f"tuned routing table: {path}" in info.stdout, info.stdout + info.stderr

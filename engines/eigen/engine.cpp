@@ -1,6 +1,8 @@
 // The Eigen engine's op table: every operator it advertises, for which dtypes,
 // and the kernel serving it. Anything else (and anything a kernel declines)
 // falls back to the next engine of the chain, in the end aten_ref.
+#include <openreg/sdk/tensor_ops.hpp>
+
 #include <string>
 
 #include "eigen_engine.h"
@@ -218,6 +220,27 @@ sdk::EngineDef build() {
   e.op("aten::max_pool2d_with_indices_backward", fl, ee::max_pool2d_backward);
   e.op("aten::avg_pool2d", fl, ee::avg_pool2d);
   e.op("aten::avg_pool2d_backward", fl, ee::avg_pool2d_backward);
+
+  // ---- kernels shared with the onednn engine (sdk/tensor_ops.hpp): tensor
+  // plumbing real models call between the heavy ops (masks, positions,
+  // embedding gradients), so they do not cross to the reference engine.
+  {
+    const DL all_dtypes{f32, f64, bf16, sdk::dtypes::float16, sdk::dtypes::int64, sdk::dtypes::int32,
+                        sdk::dtypes::int16, sdk::dtypes::int8, sdk::dtypes::uint8, sdk::dtypes::bool_};
+    for (const char* n : {"aten::tril", "aten::tril_", "aten::tril.out"}) e.op(n, all_dtypes, sdk::ops::tril);
+    for (const char* n : {"aten::triu", "aten::triu_", "aten::triu.out"}) e.op(n, all_dtypes, sdk::ops::triu);
+    for (const char* n : {"aten::isneginf", "aten::isneginf.out"}) e.op(n, all_dtypes, sdk::ops::isneginf);
+    for (const char* n : {"aten::isposinf", "aten::isposinf.out"}) e.op(n, all_dtypes, sdk::ops::isposinf);
+    for (const char* n : {"aten::all", "aten::all.dim", "aten::all.dims", "aten::all.out", "aten::all.all_out"})
+      e.op(n, all_dtypes, sdk::ops::all);
+    for (const char* n : {"aten::any", "aten::any.dim", "aten::any.dims", "aten::any.out", "aten::any.all_out"})
+      e.op(n, all_dtypes, sdk::ops::any);
+    e.op("aten::arange.start_out", {f32, f64, bf16, sdk::dtypes::float16, sdk::dtypes::int64, sdk::dtypes::int32},
+         sdk::ops::arange);  // routed by out's dtype, its only tensor
+    e.op("aten::embedding_dense_backward", {f32, f64, bf16, sdk::dtypes::float16},
+         sdk::ops::embedding_dense_backward);
+    e.op("aten::where.self_out", {sdk::dtypes::bool_}, ee::where);
+  }
 
   // The kernels' instruction set is chosen here, so a bad OPENREG_EIGEN_ISA fails init with its message.
   e.on_init([](const sdk::Host& h) {

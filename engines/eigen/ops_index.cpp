@@ -2,6 +2,8 @@
 // They move elements without arithmetic, so one kernel per element size serves
 // every dtype (bits are copied as they are). Threads only past sdk::kParallelGrain
 // elements, as ATen's.
+#include <openreg/sdk/tensor_ops.hpp>
+
 #include <algorithm>
 #include <cstring>
 
@@ -84,12 +86,16 @@ void index_select(const Call& call) {
   else copy_rows(index.data<int32_t>());
 }
 
-// cat(tensors, dim): contiguous tensors of out's dtype. 1-d empty tensors are
-// skipped, as ATen does (the legacy "empty" placeholder).
+// cat(tensors, dim): tensors of out's dtype; contiguous ones here, strided ones
+// by the SDK's kernel. 1-d empty tensors are skipped, as ATen does (the legacy
+// "empty" placeholder).
 void cat(const Call& call) {
   std::vector<Tensor> ts = call.tensor_list(0);
   Tensor out = call.output(0);
-  OPENREG_SDK_REQUIRE(out.is_contiguous(), call.op_name(), ": strided output");
+  // Strided tensors (slices of a fused projection, transposes): the SDK's strided kernel.
+  bool dense = out.is_contiguous();
+  for (const Tensor& t : ts) dense = dense && (!t.defined() || t.is_contiguous());
+  if (!dense) return sdk::ops::cat(call);
   const int64_t nd = out.dim();
   OPENREG_SDK_REQUIRE(nd > 0, call.op_name(), ": 0-dim output");
   const int64_t dim = wrap_dim(call, call.int_arg(1), nd);
@@ -100,7 +106,6 @@ void cat(const Call& call) {
     OPENREG_SDK_REQUIRE(t.defined(), call.op_name(), ": an undefined tensor in the list");
     if (t.dim() == 1 && t.size(0) == 0) continue;
     require_dtype(call, out, t, "a tensor of the list");
-    OPENREG_SDK_REQUIRE(t.is_contiguous(), call.op_name(), ": a strided tensor in the list");
     OPENREG_SDK_CHECK(t.dim() == nd, call.op_name(), ": tensors of ", t.dim(), " and ", nd, " dims");
     for (int64_t d = 0; d < nd; ++d)
       OPENREG_SDK_CHECK(d == dim || t.size(d) == out.size(d), call.op_name(), ": size ", t.size(d), " at dim ", d,

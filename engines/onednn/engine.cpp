@@ -1,10 +1,13 @@
 // The oneDNN engine: op table, init (dnnl engine, version, threads) and release.
+#include <openreg/sdk/tensor_ops.hpp>
+
 #include <omp.h>
 
 #include <cstdio>
 #include <cstdlib>
 
 #include "ops.h"
+#include "ops_misc.h"
 
 namespace onednn_engine {
 
@@ -144,7 +147,8 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
       op(v, oe::lerp_scalar);
     for (const char* v : {"aten::lerp.Tensor", "aten::lerp_.Tensor"})
       op(v, oe::lerp_tensor);
-    op("aten::fill_.Scalar", oe::fill_scalar);
+    // fill_ of every dtype (the SDK's kernel): its dtypes are listed with the
+    // other shared kernels below.
     op("aten::zero_", oe::zero);
     // losses
     op("aten::nll_loss_forward", oe::nll_loss_forward);
@@ -168,6 +172,41 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     op("aten::max_pool2d_with_indices_backward", oe::max_pool2d_with_indices_backward);
     op_prim("aten::avg_pool2d", oe::avg_pool2d);
     op_prim("aten::avg_pool2d_backward", oe::avg_pool2d_backward);
+    // ---- kernels shared with the eigen engine (sdk/tensor_ops.hpp): tensor
+    // plumbing real models call between the heavy ops (masks, positions,
+    // embedding gradients), so they do not cross to the reference engine.
+    {
+      const auto all_dtypes = {f32, f64, bf16, sdk::dtypes::float16, i64, sdk::dtypes::int32, sdk::dtypes::int16,
+                               sdk::dtypes::int8, sdk::dtypes::uint8, sdk::dtypes::bool_};
+      auto shared = [&](const char* name, sdk::Kernel k) { e.op(name, all_dtypes, oe::guarded(std::move(k))); };
+      shared("aten::fill_.Scalar", oe::fill_scalar);
+      for (const char* n : {"aten::tril", "aten::tril_", "aten::tril.out"}) shared(n, sdk::ops::tril);
+      for (const char* n : {"aten::triu", "aten::triu_", "aten::triu.out"}) shared(n, sdk::ops::triu);
+      for (const char* n : {"aten::isneginf", "aten::isneginf.out"}) shared(n, sdk::ops::isneginf);
+      for (const char* n : {"aten::isposinf", "aten::isposinf.out"}) shared(n, sdk::ops::isposinf);
+      for (const char* n : {"aten::all", "aten::all.dim", "aten::all.dims", "aten::all.out", "aten::all.all_out"})
+        shared(n, sdk::ops::all);
+      for (const char* n : {"aten::any", "aten::any.dim", "aten::any.dims", "aten::any.out", "aten::any.all_out"})
+        shared(n, sdk::ops::any);
+      e.op("aten::arange.start_out", {f32, f64, bf16, sdk::dtypes::float16, i64, sdk::dtypes::int32},
+           oe::guarded(sdk::ops::arange));  // routed by out's dtype, its only tensor
+      e.op("aten::embedding_dense_backward", {f32, f64, bf16, sdk::dtypes::float16},
+           oe::guarded(sdk::ops::embedding_dense_backward));
+      e.op("aten::where.self_out", {sdk::dtypes::bool_}, oe::guarded(oe::where));
+      // Elementwise math without a oneDNN primitive here (ops_misc.cpp): LLaMA's
+      // RMSNorm, rotary embedding and SwiGLU.
+      for (const char* u : {"neg", "rsqrt", "silu", "sin", "cos"}) {
+        const std::string n = std::string("aten::") + u;
+        for (const std::string& form : {n, n + "_", n + ".out"}) {
+          if (std::string(u) == "neg") e.op(form, {f32, bf16, f64, i64}, oe::guarded(oe::math_unary(u)));
+          else e.op(form, {f32, bf16, f64}, oe::guarded(oe::math_unary(u)));
+        }
+      }
+      for (const char* n : {"aten::pow.Tensor_Scalar", "aten::pow_.Scalar", "aten::pow.Tensor_Scalar_out"})
+        e.op(n, {f32, bf16, f64}, oe::guarded(oe::pow_scalar));
+      for (const char* n : {"aten::silu_backward", "aten::silu_backward.grad_input"})
+        e.op(n, {f32, bf16, f64}, oe::guarded(oe::silu_backward));
+    }
     e.on_init([](const sdk::Host& h) {
       oe::g_host = h;
       oe::g_engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);

@@ -1,8 +1,11 @@
-// Indexing and joining: index_select (which embedding becomes), cat, where.self.
+// Indexing and joining: index_select (which embedding becomes), cat, where.self
+// (and where.self_out).
 // oneDNN has no primitive for them; they move elements without arithmetic, so
 // one loop per element size serves every dtype (bits are copied as they are).
 // Contiguous rows are copied with memcpy; any other layout takes the SDK's
 // strided walk. Every check that can decline runs before the first write.
+#include <openreg/sdk/tensor_ops.hpp>
+
 #include <cstring>
 
 #include "ops.h"
@@ -11,42 +14,9 @@ namespace onednn_engine {
 
 namespace {
 
-// Calls fn(U{}) with the unsigned integer type of an element size.
-template <class Fn>
-void dispatch_size(const sdk::Call& call, int64_t element_size, Fn&& fn) {
-  switch (element_size) {
-    case 1: fn(uint8_t{}); break;
-    case 2: fn(uint16_t{}); break;
-    case 4: fn(uint32_t{}); break;
-    case 8: fn(uint64_t{}); break;
-    default: sdk::unsupported(sdk::str(call.op_name(), ": element size ", element_size));
-  }
-}
-
-// dim wrapped into [0, ndim) (a 0-dim tensor counts as 1-d); out of range is
-// left to the reference, which raises PyTorch's error.
-int64_t wrap_dim(const sdk::Call& call, int64_t dim, int64_t ndim) {
-  const int64_t n = std::max<int64_t>(ndim, 1);
-  OPENREG_SDK_REQUIRE(dim >= -n && dim < n, call.op_name(), ": dim ", dim, " out of range for ", ndim,
-                      " dims (left to the reference, which raises the error)");
-  return dim < 0 ? dim + n : dim;
-}
-
-// A strided copy dst <- src of elements of type U over `shape`: memcpy per row
-// where both rows are dense.
-template <class U>
-void copy_strided(const sdk::Shape& shape, const sdk::Operand& dst, const sdk::Operand& src) {
-  constexpr int64_t es = sizeof(U);
-  sdk::for_each_row(host(), shape, std::array<sdk::Operand, 2>{dst, src},
-                    [](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
-                      if (s[0] == es && s[1] == es) {
-                        std::memcpy(p[0], p[1], static_cast<size_t>(n * es));
-                        return;
-                      }
-                      for (int64_t i = 0; i < n; ++i)
-                        *reinterpret_cast<U*>(p[0] + i * s[0]) = *reinterpret_cast<const U*>(p[1] + i * s[1]);
-                    });
-}
+using sdk::ops::copy_strided;
+using sdk::ops::dispatch_size;
+using sdk::ops::wrap_dim;
 
 // An operand over `t`'s own shape with dim `skip` left out (sizes and byte strides),
 // starting at element `at` along that dim.
@@ -129,48 +99,13 @@ void index_select(const sdk::Call& call) {
     using U = decltype(zero);
     for (int64_t k = 0; k < count; ++k) {
       const Slice to = slice_without(out, dim, k), from = slice_without(self, dim, idx[k]);
-      copy_strided<U>(to.shape, to.op, from.op);
+      copy_strided<U>(host(), to.shape, to.op, from.op);
     }
   });
 }
 
-// cat(tensors, dim) -> out: tensors of out's dtype, any strides. 1-d empty
-// tensors are skipped, as ATen does (the legacy "empty" placeholder).
-void cat(const sdk::Call& call) {
-  const std::vector<sdk::Tensor> ts = call.tensor_list(0);
-  const sdk::Tensor out = call.output(0);
-  const int64_t nd = out.dim();
-  OPENREG_SDK_REQUIRE(nd > 0, call.op_name(), ": 0-dim output");
-  const int64_t dim = wrap_dim(call, call.int_arg(1), nd);
-  int64_t along = 0;
-  for (const sdk::Tensor& t : ts) {
-    OPENREG_SDK_REQUIRE(t.defined(), call.op_name(), ": an undefined tensor in the list");
-    if (t.dim() == 1 && t.size(0) == 0) continue;
-    require_dtype(call, out.dtype(), {t});
-    OPENREG_SDK_CHECK(t.dim() == nd, call.op_name(), ": tensors of ", t.dim(), " and ", nd, " dims");
-    for (int64_t d = 0; d < nd; ++d)
-      OPENREG_SDK_CHECK(d == dim || t.size(d) == out.size(d), call.op_name(), ": size ", t.size(d), " at dim ", d,
-                        ", expected ", out.size(d));
-    along += t.size(dim);
-  }
-  OPENREG_SDK_CHECK(along == out.size(dim), call.op_name(), ": the tensors make ", along, " along dim ", dim,
-                    ", the output has ", out.size(dim));
-  if (out.numel() == 0) return;
-  const int64_t es = out.element_size();
-  dispatch_size(call, es, [&](auto zero) {
-    using U = decltype(zero);
-    int64_t at = 0;  // where the next part starts along dim
-    for (const sdk::Tensor& t : ts) {
-      if ((t.dim() == 1 && t.size(0) == 0) || t.size(dim) == 0) continue;
-      const sdk::Shape shape = sdk::shape_of(t);
-      sdk::Operand dst;  // out's strides over the part's shape, from `at` along dim
-      dst.base = out.bytes() + at * out.stride(dim) * es;
-      for (int64_t d = 0; d < nd; ++d) dst.byte_strides.push_back(out.stride(d) * es);
-      copy_strided<U>(shape, dst, sdk::operand(t, shape));
-      at += t.size(dim);
-    }
-  });
-}
+// cat: the SDK's strided kernel (shared with the eigen engine).
+void cat(const sdk::Call& call) { sdk::ops::cat(call); }
 
 // where.self(condition, self, other) -> out: bool condition; self and other of
 // out's dtype, or 0-dim of another (a Python number: read as a value of out's

@@ -1,6 +1,9 @@
 // Ops oneDNN has no primitive for, written as strided loops in float over the
 // SDK's for_each_row (parallel through the host pool only above 32768
-// elements): Adam's addcmul/addcdiv/lerp, fill_ and zero_.
+// elements): Adam's addcmul/addcdiv/lerp and zero_ (fill_ is the SDK's, for
+// every dtype).
+#include <openreg/sdk/tensor_ops.hpp>
+
 #include <cstring>
 
 #include "ops.h"
@@ -94,16 +97,8 @@ void lerp_tensor(const sdk::Call& call) {
   });
 }
 
-void fill_scalar(const sdk::Call& call) {
-  check_fill(call);
-  const double v = call.scalar(1);
-  sdk::Tensor out = call.output(0);
-  dispatch_float(out.dtype(), "fill_", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T k = static_cast<T>(static_cast<float>(v));
-    map1<T>(out, out, [k](T) { return k; });
-  });
-}
+// fill_ of any dtype: the SDK's kernel (shared with the eigen engine).
+void fill_scalar(const sdk::Call& call) { sdk::ops::fill(call); }
 
 void zero(const sdk::Call& call) {
   check_fill(call);

@@ -56,15 +56,18 @@ def _where_cases(ctx):
     def v(*shape, dtype=torch.float32, layout="contiguous"):
         return ctx.t(*shape, dtype=dtype, layout=layout)
 
-    cases = [Case(f"64x64 {str(d)[6:]}", cond(64, 64), v(64, 64, dtype=d), v(64, 64, dtype=d))
+    # out= (where.self_out) holds the values' dtype, not the condition's.
+    cases = [Case(f"64x64 {str(d)[6:]}", cond(64, 64), v(64, 64, dtype=d), v(64, 64, dtype=d), out_dtypes=(d,))
              for d in (torch.float32, torch.float64, torch.bfloat16, torch.int64)]
+    f32 = (torch.float32,)
     return cases + [
-        Case("broadcast 5x1, 5x7, 7", cond(5, 1), v(5, 7), v(7)),
+        Case("broadcast 5x1, 5x7, 7", cond(5, 1), v(5, 7), v(7), out_dtypes=f32),
         Case("transposed and sliced 7x11", cond(7, 11, layout="transposed"), v(7, 11, layout="sliced"),
-             v(7, 11, layout="transposed")),
-        Case("expanded condition 5x7", cond(5, 7, layout="expanded"), v(5, 7), v(5, 7)),
-        Case("0-dim float64 other", cond(5, 7), v(5, 7), T(torch.tensor(0.5, dtype=torch.float64), grad=False)),
-        Case("zero-size 0x7", cond(0, 7), v(0, 7), v(0, 7)),
-        Case("0-dim", cond(), v(), v()),
-        Case("300x257 (parallel path)", cond(300, 257), v(300, 257), v(300, 257)),
+             v(7, 11, layout="transposed"), out_dtypes=f32),
+        Case("expanded condition 5x7", cond(5, 7, layout="expanded"), v(5, 7), v(5, 7), out_dtypes=f32),
+        Case("0-dim float64 other", cond(5, 7), v(5, 7), T(torch.tensor(0.5, dtype=torch.float64), grad=False),
+             out_dtypes=f32),
+        Case("zero-size 0x7", cond(0, 7), v(0, 7), v(0, 7), out_dtypes=f32),
+        Case("0-dim", cond(), v(), v(), out_dtypes=f32),
+        Case("300x257 (parallel path)", cond(300, 257), v(300, 257), v(300, 257), out_dtypes=f32),
     ]

@@ -1,0 +1,83 @@
+// Elementwise math oneDNN has no primitive for (sin, cos) or none this engine
+// maps (neg, rsqrt, silu, pow with a scalar exponent, silu_backward): the
+// engine's own loops (loops.hpp), with ATen's CPU formulas. bfloat16 computes
+// in float, float64 in double; neg also serves int64.
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "ops_misc.h"
+
+namespace onednn_engine {
+
+namespace {
+
+template <class T>
+using compute_t = std::conditional_t<std::is_same_v<T, sdk::bfloat16>, float, T>;
+
+// out = op(self) for out's dtype among Ts; op is a generic lambda over the compute type.
+template <class... Ts, class Op>
+void unary_loop(const sdk::Call& call, Op op) {
+  const sdk::Tensor out = call.output(0), a = call.tensor(0);
+  require_dtype(call, out.dtype(), {a});
+  sdk::dispatch<Ts...>(out.dtype(), call.op_name().data(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    map1<T>(out, a, [op](C x) { return op(x); });
+  });
+}
+
+}  // namespace
+
+sdk::Kernel math_unary(const char* name) {
+  const std::string n = name;
+  if (n == "neg")
+    return [](const sdk::Call& c) { unary_loop<float, sdk::bfloat16, double, int64_t>(c, [](auto x) { return -x; }); };
+  if (n == "rsqrt")
+    return [](const sdk::Call& c) {
+      unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return decltype(x)(1) / std::sqrt(x); });
+    };
+  if (n == "silu")
+    return [](const sdk::Call& c) {
+      unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); });
+    };
+  if (n == "sin")
+    return [](const sdk::Call& c) { unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return std::sin(x); }); };
+  if (n == "cos")
+    return [](const sdk::Call& c) { unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return std::cos(x); }); };
+  sdk::fail(OPENREG_STATUS_INTERNAL, "onednn math_unary: unknown op " + n);
+}
+
+// pow(self, exponent): the special exponents of ATen's pow_tensor_scalar kernel
+// (0.5, 2, 3, -0.5, -1, -2) as products and roots, others through std::pow
+// (exponent 0 gives 1, even for NaN; exponent 1 gives self).
+void pow_scalar(const sdk::Call& call) {
+  const double e = call.scalar(1);
+  if (e == 0.5) return unary_loop<float, sdk::bfloat16, double>(call, [](auto x) { return std::sqrt(x); });
+  if (e == 2) return unary_loop<float, sdk::bfloat16, double>(call, [](auto x) { return x * x; });
+  if (e == 3) return unary_loop<float, sdk::bfloat16, double>(call, [](auto x) { return x * x * x; });
+  if (e == -0.5)
+    return unary_loop<float, sdk::bfloat16, double>(call, [](auto x) { return decltype(x)(1) / std::sqrt(x); });
+  if (e == -1) return unary_loop<float, sdk::bfloat16, double>(call, [](auto x) { return decltype(x)(1) / x; });
+  if (e == -2) return unary_loop<float, sdk::bfloat16, double>(call, [](auto x) { return decltype(x)(1) / (x * x); });
+  unary_loop<float, sdk::bfloat16, double>(call, [e](auto x) {
+    using C = decltype(x);
+    return std::pow(x, static_cast<C>(e));
+  });
+}
+
+// grad_input = grad * s * (1 + x * (1 - s)), s = sigmoid(x).
+void silu_backward(const sdk::Call& call) {
+  const sdk::Tensor out = call.output(0), g = call.tensor(0), x = call.tensor(1);
+  require_dtype(call, out.dtype(), {g, x});
+  sdk::dispatch<float, sdk::bfloat16, double>(out.dtype(), "silu_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    map2<T>(out, g, x, [](C dy, C v) {
+      const C s = C(1) / (C(1) + std::exp(-v));
+      return dy * s * (C(1) + v * (C(1) - s));
+    });
+  });
+}
+
+}  // namespace onednn_engine

@@ -1,0 +1,15 @@
+// Kernels of ops_misc.cpp: elementwise math oneDNN has no primitive for.
+#pragma once
+
+#include "ops.h"
+
+namespace onednn_engine {
+
+// neg, rsqrt, silu, sin, cos (functional, in-place, out=), by name.
+sdk::Kernel math_unary(const char* name);
+// pow.Tensor_Scalar, pow_.Scalar, pow.Tensor_Scalar_out.
+void pow_scalar(const sdk::Call& call);
+// silu_backward(grad_output, self) and its .grad_input form.
+void silu_backward(const sdk::Call& call);
+
+}  // namespace onednn_engine

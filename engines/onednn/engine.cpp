@@ -204,8 +204,7 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
       }
       for (const char* n : {"aten::pow.Tensor_Scalar", "aten::pow_.Scalar", "aten::pow.Tensor_Scalar_out"})
         e.op(n, {f32, bf16, f64}, oe::guarded(oe::pow_scalar));
-      for (const char* n : {"aten::silu_backward", "aten::silu_backward.grad_input"})
-        e.op(n, {f32, bf16, f64}, oe::guarded(oe::silu_backward));
+      e.op("aten::silu_backward", {f32, bf16, f64}, oe::guarded(oe::silu_backward));
     }
     e.on_init([](const sdk::Host& h) {
       oe::g_host = h;

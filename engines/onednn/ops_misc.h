@@ -9,7 +9,7 @@ namespace onednn_engine {
 sdk::Kernel math_unary(const char* name);
 // pow.Tensor_Scalar, pow_.Scalar, pow.Tensor_Scalar_out.
 void pow_scalar(const sdk::Call& call);
-// silu_backward(grad_output, self) and its .grad_input form.
+// silu_backward(grad_output, self).
 void silu_backward(const sdk::Call& call);
 
 }  // namespace onednn_engine

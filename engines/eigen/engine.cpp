@@ -239,6 +239,16 @@ sdk::EngineDef build() {
          sdk::ops::arange);  // routed by out's dtype, its only tensor
     e.op("aten::embedding_dense_backward", {f32, f64, bf16, sdk::dtypes::float16},
          sdk::ops::embedding_dense_backward);
+    {
+      const auto ints = {sdk::dtypes::bool_, sdk::dtypes::uint8, sdk::dtypes::int8, sdk::dtypes::int16,
+                         sdk::dtypes::int32, sdk::dtypes::int64};
+      for (const char* n : {"aten::bitwise_and.Tensor", "aten::bitwise_and_.Tensor", "aten::bitwise_and.Tensor_out"})
+        e.op(n, ints, sdk::ops::bitwise_and);
+      for (const char* n : {"aten::bitwise_or.Tensor", "aten::bitwise_or_.Tensor", "aten::bitwise_or.Tensor_out"})
+        e.op(n, ints, sdk::ops::bitwise_or);
+      for (const char* n : {"aten::bitwise_xor.Tensor", "aten::bitwise_xor_.Tensor", "aten::bitwise_xor.Tensor_out"})
+        e.op(n, ints, sdk::ops::bitwise_xor);
+    }
     e.op("aten::where.self_out", {sdk::dtypes::bool_}, ee::where);
   }
 

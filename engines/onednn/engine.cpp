@@ -192,6 +192,16 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
            oe::guarded(sdk::ops::arange));  // routed by out's dtype, its only tensor
       e.op("aten::embedding_dense_backward", {f32, f64, bf16, sdk::dtypes::float16},
            oe::guarded(sdk::ops::embedding_dense_backward));
+      {
+        const auto ints = {sdk::dtypes::bool_, sdk::dtypes::uint8, sdk::dtypes::int8, sdk::dtypes::int16,
+                           sdk::dtypes::int32, sdk::dtypes::int64};
+        for (const char* n : {"aten::bitwise_and.Tensor", "aten::bitwise_and_.Tensor", "aten::bitwise_and.Tensor_out"})
+          e.op(n, ints, oe::guarded(sdk::ops::bitwise_and));
+        for (const char* n : {"aten::bitwise_or.Tensor", "aten::bitwise_or_.Tensor", "aten::bitwise_or.Tensor_out"})
+          e.op(n, ints, oe::guarded(sdk::ops::bitwise_or));
+        for (const char* n : {"aten::bitwise_xor.Tensor", "aten::bitwise_xor_.Tensor", "aten::bitwise_xor.Tensor_out"})
+          e.op(n, ints, oe::guarded(sdk::ops::bitwise_xor));
+      }
       e.op("aten::where.self_out", {sdk::dtypes::bool_}, oe::guarded(oe::where));
       // Elementwise math without a oneDNN primitive here (ops_misc.cpp): LLaMA's
       // RMSNorm, rotary embedding and SwiGLU.

@@ -1,11 +1,11 @@
 """Case families of ``python -m openreg conformance`` for the tensor plumbing real
 models call between the heavy ops: tril/triu (causal masks), isneginf/isposinf,
-all/any, arange (positions) and embedding_dense_backward. See
+all/any, arange (positions), embedding_dense_backward and bitwise and/or/xor. See
 :mod:`openreg.conformance_cases`."""
 
 import torch
 
-from .conformance_cases import Case, T, register
+from .conformance_cases import LAYOUT_CASES, Case, T, register
 
 _SPECIALS = (float("-inf"), float("inf"), float("nan"), -0.0)
 
@@ -169,4 +169,21 @@ def _embedding_backward_cases(ctx):
         Case("no indices", grad(0, 8), idx((0,), 5), 5, -1, False),
         Case("0-dim index", grad(8), idx((), 5), 5, -1, False),
         Case("40x30 indices over 50 rows (parallel path)", grad(40, 30, 32), idx((40, 30), 50), 50, -1, False),
+    ]
+
+
+@register("bitwise_and", "bitwise_or", "bitwise_xor")
+def _bitwise_cases(ctx):
+    """Bool and integer operands (negative ints too) of every layout, broadcast both
+    ways, strided pairs, a 0-dim other, a Python number other (Scalar overloads)."""
+    if ctx.kind("other") == "NumberType":
+        k = ctx.number(3, 3)
+        return [Case(name, ctx.t(*shape, layout=layout), k) for name, shape, layout in LAYOUT_CASES]
+    cases = [Case(name, ctx.t(*shape, layout=layout), ctx.t(*shape)) for name, shape, layout in LAYOUT_CASES]
+    return cases + [
+        Case("broadcast 5x7x11 with 7x1", ctx.t(5, 7, 11), ctx.t(7, 1)),
+        Case("broadcast 7x1 with 5x1x11", ctx.t(7, 1), ctx.t(5, 1, 11), inplace_ok=False),
+        Case("both strided: sliced with transposed", ctx.t(5, 7, layout="sliced"), ctx.t(5, 7, layout="transposed")),
+        Case("0-dim other", ctx.t(5, 7), ctx.t()),
+        Case("mask 8x1x64x64 with 8x1x1x64", ctx.t(8, 1, 64, 64), ctx.t(8, 1, 1, 64)),
     ]

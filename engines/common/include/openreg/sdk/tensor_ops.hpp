@@ -1,8 +1,8 @@
 // openreg engine SDK: kernels that are the same code in every engine, taking a
 // whole sdk::Call (register them directly: e.op("aten::tril", dtypes, sdk::ops::tril)).
 // They move or test elements without a library behind them: fill_ of any dtype,
-// tril/triu, isneginf/isposinf, all/any, arange, embedding_dense_backward and a
-// strided cat. Every check that can decline runs before the first write; calls
+// tril/triu, isneginf/isposinf, all/any, arange, embedding_dense_backward,
+// bitwise and/or/xor and a strided cat. Every check that can decline runs before the first write; calls
 // PyTorch rejects (bad dims, indices out of range) are declined, so the reference
 // raises PyTorch's own error.
 #pragma once
@@ -384,6 +384,31 @@ inline void embedding_dense_backward(const Call& call) {
     else section(0, num_weights);
   });
 }
+
+// bitwise_and / bitwise_or / bitwise_xor .Tensor (functional, in-place, out=):
+// bool and integer tensors of one dtype, broadcast to out (attention masks
+// combined). Mixed dtypes (type promotion) are left to the next engine.
+enum class Bitwise { And, Or, Xor };
+template <Bitwise kOp>
+void bitwise(const Call& call) {
+  const Tensor a = call.tensor(0), b = call.tensor(1), out = call.output(0);
+  OPENREG_SDK_REQUIRE(same_dtype(a.dtype(), out.dtype()) && same_dtype(b.dtype(), out.dtype()), call.op_name(),
+                      ": dtypes ", dtype_name(a.dtype()), ", ", dtype_name(b.dtype()), " -> ", dtype_name(out.dtype()),
+                      " (mixed dtypes are left to the next engine)");
+  dispatch<bool, uint8_t, int8_t, int16_t, int32_t, int64_t>(out.dtype(), call.op_name().data(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T>) {  // dispatch also instantiates the body for float (return type)
+      binary_map<T>(call.host(), out, a, b, [](T x, T y) {
+        if constexpr (kOp == Bitwise::And) return static_cast<T>(x & y);
+        else if constexpr (kOp == Bitwise::Or) return static_cast<T>(x | y);
+        else return static_cast<T>(x ^ y);
+      });
+    }
+  });
+}
+inline void bitwise_and(const Call& call) { bitwise<Bitwise::And>(call); }
+inline void bitwise_or(const Call& call) { bitwise<Bitwise::Or>(call); }
+inline void bitwise_xor(const Call& call) { bitwise<Bitwise::Xor>(call); }
 
 // cat(tensors, dim) -> out: tensors of out's dtype, any strides. 1-d empty
 // tensors are skipped, as ATen does (the legacy "empty" placeholder).

@@ -202,6 +202,18 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
         for (const char* n : {"aten::bitwise_xor.Tensor", "aten::bitwise_xor_.Tensor", "aten::bitwise_xor.Tensor_out"})
           e.op(n, ints, oe::guarded(sdk::ops::bitwise_xor));
       }
+      {
+        // Comparisons (eigen has its own, ops_compare.cpp): masks built from positions.
+        const auto num = {f32, f64, bf16, sdk::dtypes::float16, i64, sdk::dtypes::int32, sdk::dtypes::int16,
+                          sdk::dtypes::int8, sdk::dtypes::uint8};
+        const std::pair<const char*, sdk::Kernel> cmps[] = {
+            {"eq", sdk::ops::compare<sdk::ops::Cmp::Eq>}, {"ne", sdk::ops::compare<sdk::ops::Cmp::Ne>},
+            {"lt", sdk::ops::compare<sdk::ops::Cmp::Lt>}, {"le", sdk::ops::compare<sdk::ops::Cmp::Le>},
+            {"gt", sdk::ops::compare<sdk::ops::Cmp::Gt>}, {"ge", sdk::ops::compare<sdk::ops::Cmp::Ge>}};
+        for (const auto& [name, k] : cmps)
+          for (const char* ov : {".Tensor", "_.Tensor", ".Tensor_out", ".Scalar", "_.Scalar", ".Scalar_out"})
+            e.op(std::string("aten::") + name + ov, num, oe::guarded(k));
+      }
       e.op("aten::where.self_out", {sdk::dtypes::bool_}, oe::guarded(oe::where));
       // Elementwise math without a oneDNN primitive here (ops_misc.cpp): LLaMA's
       // RMSNorm, rotary embedding and SwiGLU.

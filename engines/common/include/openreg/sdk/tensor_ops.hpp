@@ -2,7 +2,7 @@
 // whole sdk::Call (register them directly: e.op("aten::tril", dtypes, sdk::ops::tril)).
 // They move or test elements without a library behind them: fill_ of any dtype,
 // tril/triu, isneginf/isposinf, all/any, arange, embedding_dense_backward,
-// bitwise and/or/xor and a strided cat. Every check that can decline runs before the first write; calls
+// bitwise and/or/xor, comparisons and a strided cat. Every check that can decline runs before the first write; calls
 // PyTorch rejects (bad dims, indices out of range) are declined, so the reference
 // raises PyTorch's own error.
 #pragma once
@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -409,6 +410,99 @@ void bitwise(const Call& call) {
 inline void bitwise_and(const Call& call) { bitwise<Bitwise::And>(call); }
 inline void bitwise_or(const Call& call) { bitwise<Bitwise::Or>(call); }
 inline void bitwise_xor(const Call& call) { bitwise<Bitwise::Xor>(call); }
+
+// eq/ne/lt/le/gt/ge, .Tensor and .Scalar (functional, in-place, out=): out is
+// bool (in place: self's dtype). other is a tensor of self's dtype (broadcast), or
+// a value: a Scalar or a 0-dim tensor, which ATen converts to self's dtype when
+// self is floating, and which must be integral when self is (a float would
+// promote the comparison: left to the next engine). 16-bit floats compare as
+// float (exact), integers as int64.
+enum class Cmp { Eq, Ne, Lt, Le, Gt, Ge };
+template <Cmp kOp, class C>
+bool compare_values(C x, C y) {
+  if constexpr (kOp == Cmp::Eq) return x == y;
+  else if constexpr (kOp == Cmp::Ne) return x != y;
+  else if constexpr (kOp == Cmp::Lt) return x < y;
+  else if constexpr (kOp == Cmp::Le) return x <= y;
+  else if constexpr (kOp == Cmp::Gt) return x > y;
+  else return x >= y;
+}
+template <Cmp kOp>
+void compare(const Call& call) {
+  const Tensor a = call.tensor(0), out = call.output(0);
+  const bool to_bool = same_dtype(out.dtype(), dtypes::bool_);
+  OPENREG_SDK_REQUIRE(to_bool || same_dtype(out.dtype(), a.dtype()), call.op_name(), ": output of dtype ",
+                      dtype_name(out.dtype()), " for ", dtype_name(a.dtype()), " operands");
+  const bool floating = a.dtype().code == OPENREG_DTYPE_CODE_FLOAT || a.dtype().code == OPENREG_DTYPE_CODE_BFLOAT;
+  // other: a tensor of self's dtype, or a value (is_value) read as double or int64.
+  bool is_value = true, value_integral = false;
+  double dvalue = 0;
+  int64_t ivalue = 0;
+  const Tensor* other = nullptr;
+  std::optional<Tensor> other_tensor;
+  if (call.kind(1) == OPENREG_VALUE_TENSOR) {
+    other_tensor = call.tensor(1);
+    if (same_dtype(other_tensor->dtype(), a.dtype())) {
+      is_value = false;
+      other = &*other_tensor;
+    } else {
+      OPENREG_SDK_REQUIRE(other_tensor->dim() == 0, call.op_name(), ": other of dtype ",
+                          dtype_name(other_tensor->dtype()), " for self of ", dtype_name(a.dtype()),
+                          " (mixed dtypes are left to the next engine)");
+      const openreg_dtype d = other_tensor->dtype();
+      value_integral = d.code == OPENREG_DTYPE_CODE_INT || d.code == OPENREG_DTYPE_CODE_UINT ||
+                       d.code == OPENREG_DTYPE_CODE_BOOL;
+      if (value_integral)
+        ivalue = dispatch<int64_t, int32_t, int16_t, int8_t, uint8_t, bool>(d, "compare", [&](auto tag) {
+          using V = typename decltype(tag)::type;
+          return static_cast<int64_t>(*reinterpret_cast<const V*>(other_tensor->bytes()));
+        });
+      else
+        dvalue = other_tensor->item();
+    }
+  } else {
+    value_integral = detail::integral_arg(call, 1);
+    if (value_integral) ivalue = detail::integral_value(call, 1);
+    else dvalue = call.scalar(1);
+  }
+  OPENREG_SDK_REQUIRE(!is_value || floating || value_integral, call.op_name(), ": a floating value compared with ",
+                      dtype_name(a.dtype()), " (type promotion is left to the next engine)");
+  dispatch<float, double, bfloat16, float16, int64_t, int32_t, int16_t, int8_t, uint8_t>(
+      a.dtype(), call.op_name().data(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        using C = std::conditional_t<std::is_integral_v<T>, int64_t,
+                                     std::conditional_t<std::is_same_v<T, double>, double, float>>;
+        // The value as ATen sees it: converted to self's dtype (floating self).
+        C y{};
+        if constexpr (std::is_integral_v<T>) {
+          y = ivalue;
+        } else {
+          const double v = value_integral ? static_cast<double>(ivalue) : dvalue;
+          y = static_cast<C>(static_cast<T>(static_cast<C>(v)));
+        }
+        auto write = [&](char* o, bool r) {
+          if (to_bool) *reinterpret_cast<bool*>(o) = r;
+          else *reinterpret_cast<T*>(o) = static_cast<T>(r ? 1.0f : 0.0f);
+        };
+        Shape shape = shape_of(out);
+        if (other) {
+          for_each_row(call.host(), shape, std::array<Operand, 3>{operand(out, shape), operand(a, shape), operand(*other, shape)},
+                       [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& st, int64_t n) {
+                         for (int64_t i = 0; i < n; ++i)
+                           write(p[0] + i * st[0],
+                                 compare_values<kOp>(static_cast<C>(*reinterpret_cast<const T*>(p[1] + i * st[1])),
+                                                     static_cast<C>(*reinterpret_cast<const T*>(p[2] + i * st[2]))));
+                       });
+        } else {
+          for_each_row(call.host(), shape, std::array<Operand, 2>{operand(out, shape), operand(a, shape)},
+                       [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& st, int64_t n) {
+                         for (int64_t i = 0; i < n; ++i)
+                           write(p[0] + i * st[0],
+                                 compare_values<kOp>(static_cast<C>(*reinterpret_cast<const T*>(p[1] + i * st[1])), y));
+                       });
+        }
+      });
+}
 
 // cat(tensors, dim) -> out: tensors of out's dtype, any strides. 1-d empty
 // tensors are skipped, as ATen does (the legacy "empty" placeholder).

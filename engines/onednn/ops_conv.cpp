@@ -47,7 +47,14 @@ ConvParams params(const sdk::Call& call, int first, const sdk::Tensor& input, co
     p.strides.push_back(s);
     p.dilates.push_back(d - 1);
     p.pad_l.push_back(pl);
-    p.pad_r.push_back(transposed ? (in - 1) * s + (k - 1) * d + 1 - out - pl : (out - 1) * s + (k - 1) * d + 1 - in - pl);
+    // The right padding that makes the last window end exactly at the input's
+    // end; negative when the stride skips the input's last rows (a stride-2
+    // 1x1 convolution of an even size, or a transposed one whose
+    // output_padding exceeds its padding). oneDNN rejects negative padding
+    // but sizes with a floor, like ATen: (in - k + pl + pr) / s + 1 = out
+    // still holds with pr = 0, as ATen's sizes put the deficit below s.
+    const int64_t pr = transposed ? (in - 1) * s + (k - 1) * d + 1 - out - pl : (out - 1) * s + (k - 1) * d + 1 - in - pl;
+    p.pad_r.push_back(pr < 0 && pr > -s ? 0 : pr);
   }
   return p;
 }
@@ -161,10 +168,10 @@ double conv_flops(const sdk::Tensor& x, const sdk::Tensor& y, const sdk::Tensor&
   return 2.0 * static_cast<double>(std::max(x.numel(), y.numel())) * static_cast<double>(w.numel() / w.size(0));
 }
 
-// A transposed convolution whose output_padding leaves a negative right
-// padding has no oneDNN equivalent.
+// params() maps every size ATen accepts to a padding >= 0; anything else has
+// no oneDNN equivalent.
 void require_padding(const sdk::Call& call, const ConvParams& p) {
-  for (auto r : p.pad_r) OPENREG_SDK_REQUIRE(r >= 0, call.op_name(), ": negative right padding (output_padding)");
+  for (auto r : p.pad_r) OPENREG_SDK_REQUIRE(r >= 0, call.op_name(), ": negative right padding");
 }
 
 // Output images up to 8x8 (train.py's 8x8 and 4x4) skip brgconv forward.

@@ -235,6 +235,8 @@ def _layer_norm_cases(ctx):
         case("transposed input", ctx.t(5, 11, 7, layout="transposed"), [7], ctx.t(7), ctx.t(7)),
         case("sliced input with gaps", ctx.t(5, 13, layout="sliced"), [13], ctx.t(13), None),
         case("mean offset 10", ctx.of(ctx.values((5, 7, 11)) + 10), [11], ctx.t(11), ctx.t(11)),
+        # rows of 70: the 32-wide body of engines' row loops and a tail
+        case("3x5x70 over [70]", ctx.t(3, 5, 70), [70], ctx.t(70), ctx.t(70)),
         case("zero-size batch", ctx.t(0, 11), [11], ctx.t(11), ctx.t(11)),
     ]
 
@@ -253,6 +255,8 @@ def _layer_norm_backward_cases(ctx):
     return [
         case("5x7x11 over [11]", (5, 7, 11), (11,)),
         case("over [7, 11]", (5, 7, 11), (7, 11)),
+        case("3x5x70 over [70]", (3, 5, 70), (70,)),
+        case("3x5x70, no weight", (3, 5, 70), (70,), affine=False, mask=(True, False, False)),
         case("no weight, no bias", (5, 7, 11), (11,), affine=False, mask=(True, False, False)),
         case("grad_input only", (5, 7, 11), (11,), mask=(True, False, False)),
         case("transposed input", (5, 11, 7), (7,), layout="transposed"),

@@ -182,15 +182,44 @@ int64_t out_spatial(const sdk::Tensor& y) {
   return n;
 }
 
+// A strided 1x1 convolution without padding reads every s-th pixel: the same
+// as a stride-1 one over the strided view of the input, which oneDNN 2.6 runs
+// far faster (ResNet's downsampling, [8,64,56,56] -> 128: 7.9 ms strided, see
+// the README) and whose input reorder reads only the pixels used.
+bool strided_1x1(const ConvParams& p, const sdk::Tensor& w) {
+  bool strided = false;
+  for (int i = 0; i < p.nsp; ++i) {
+    if (w.size(2 + i) != 1 || p.pad_l[i] != 0 || p.pad_r[i] != 0) return false;
+    strided = strided || p.strides[i] != 1;
+  }
+  return strided;
+}
+
 template <class K>
 void convolution_impl(const sdk::Call& call) {
   sdk::Tensor x = call.tensor(0), w = call.tensor(1), y = call.output(0);
   std::optional<sdk::Tensor> bias = call.optional_tensor(2);
   if (y.numel() == 0) return;
-  const ConvParams p = params(call, 3, x, y, w, K::transposed);
+  ConvParams p = params(call, 3, x, y, w, K::transposed);
   require_padding(call, p);
   Threads threads(threads_for(conv_flops(x, y, w), kFlopGrain));
-  const memory::desc xmd = md_of(x), wmd = weight_md(w, p.groups, K::transposed), ymd = md_of(y);
+  memory::desc xmd = md_of(x);
+  if (!K::transposed && strided_1x1(p, w)) {
+    memory::dims d{x.size(0), x.size(1)}, st{x.stride(0), x.stride(1)};
+    for (int i = 0; i < p.nsp; ++i) {
+      d.push_back(y.size(2 + i));
+      st.push_back(x.stride(2 + i) * p.strides[static_cast<size_t>(i)]);
+    }
+    try {
+      xmd = md_of(x, d, st);
+      for (auto& s : p.strides) s = 1;
+    } catch (const dnnl::error&) {
+      // oneDNN 2.6 takes no view whose strided extent passes the next
+      // dimension's stride (an odd size: the view's last row would end
+      // beyond it): the strided convolution then.
+    }
+  }
+  const memory::desc wmd = weight_md(w, p.groups, K::transposed), ymd = md_of(y);
   const memory::desc bmd = bias ? md_of(*bias) : memory::desc();
   Key k = conv_key(K::transposed ? "deconv_fwd" : "conv_fwd", p);
   k.add(x).add(w).add(y).add(bias ? *bias : sdk::Tensor(nullptr));

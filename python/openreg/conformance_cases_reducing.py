@@ -279,6 +279,7 @@ _CONVOLUTIONS = (
     ("1-d", (2, 3, 13), (5, 3, 3), True, [1], [1], [1], False, [0], 1, "contiguous"),
     ("transposed, stride 2", (2, 3, 7, 11), (3, 5, 3, 3), True, [2, 2], [1, 1], [1, 1], True, [1, 1], 1, "contiguous"),
     ("1x1 stride 2, even size (ResNet downsampling)", (2, 3, 8, 10), (5, 3, 1, 1), False, [2, 2], [0, 0], [1, 1], False, [0, 0], 1, "contiguous"),
+    ("1x1 stride 2x3, bias, channels-last input", (2, 3, 7, 11), (5, 3, 1, 1), True, [2, 3], [0, 0], [1, 1], False, [0, 0], 1, "channels_last"),
     ("3x3 stride 3, last rows skipped", (2, 3, 13, 14), (4, 3, 3, 3), True, [3, 3], [0, 0], [1, 1], False, [0, 0], 1, "contiguous"),
     ("transposed, output_padding beyond padding", (2, 3, 5, 6), (3, 5, 3, 3), True, [2, 2], [0, 0], [1, 1], True, [1, 1], 1, "contiguous"),
     ("zero batch", (0, 3, 11, 13), (5, 3, 3, 3), True, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, "contiguous"),

@@ -21,11 +21,18 @@ struct IsaKernels {
   // Contiguous float32 rows of n elements, `rows` of them, one after the other.
   // softmax (or log_softmax) of each row.
   void (*softmax_f32)(const float* x, float* y, int64_t rows, int64_t n, bool log);
+  // Their backward from the forward's output y: log: gx = g - exp(y) * sum(g),
+  // else gx = y * (g - sum(g * y)). gx may be g or y (in place).
+  void (*softmax_backward_f32)(const float* g, const float* y, float* gx, int64_t rows, int64_t n, bool log);
   // Sum of n floats, accumulated in double.
   double (*sum_f32)(const float* x, int64_t n);
   // Layer norm of each row (statistics in double); w and b may be null.
   void (*layer_norm_f32)(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
                          int64_t rows, int64_t n, double eps);
+  // The input gradient of layer norm for each row from the saved mean and
+  // rstd (sums in double); w may be null.
+  void (*layer_norm_backward_f32)(const float* g, const float* x, const float* w, const float* mean,
+                                  const float* rstd, float* gi, int64_t rows, int64_t n);
   // gelu of n floats, exact (erf) or tanh-approximated.
   void (*gelu_f32)(const float* x, float* y, int64_t n, bool tanh_approx);
 };

@@ -94,19 +94,26 @@ void layer_norm_backward_t(const Call& call, int64_t M, int64_t N) {
   if (mask[0] && present(gi)) {
     auto so = host.scratch(contiguous_bytes(gi));
     T* op = gi.is_contiguous() ? gi.data<T>() : so.template as<T>();
-    host.parallel_for(0, M, grain_for(N), [&](int64_t r0, int64_t r1) {
-      Arr<T> gw_row(N), xhat(N);
-      for (int64_t r = r0; r < r1; ++r) {
-        CMapA<T> gv(gp + r * N, N), xv(xp + r * N, N);
-        const T mu = mp[r], rs = rp[r];
-        xhat = (xv - mu) * rs;
-        if (wp) gw_row = gv * CMapA<T>(wp, N);
-        else gw_row = gv;
-        const T mg = N ? static_cast<T>(gw_row.template cast<double>().sum() / N) : T(0);
-        const T mgx = N ? static_cast<T>((gw_row * xhat).template cast<double>().sum() / N) : T(0);
-        MapA<T>(op + r * N, N) = rs * (gw_row - mg - xhat * mgx);
-      }
-    });
+    if constexpr (std::is_same_v<T, float>) {  // the ISA kernel (this loop is built for the baseline ISA)
+      const auto kernel = isa().layer_norm_backward_f32;
+      host.parallel_for(0, M, grain_for(N), [&](int64_t r0, int64_t r1) {
+        kernel(gp + r0 * N, xp + r0 * N, wp, mp + r0, rp + r0, op + r0 * N, r1 - r0, N);
+      });
+    } else {
+      host.parallel_for(0, M, grain_for(N), [&](int64_t r0, int64_t r1) {
+        Arr<T> gw_row(N), xhat(N);
+        for (int64_t r = r0; r < r1; ++r) {
+          CMapA<T> gv(gp + r * N, N), xv(xp + r * N, N);
+          const T mu = mp[r], rs = rp[r];
+          xhat = (xv - mu) * rs;
+          if (wp) gw_row = gv * CMapA<T>(wp, N);
+          else gw_row = gv;
+          const T mg = N ? static_cast<T>(gw_row.template cast<double>().sum() / N) : T(0);
+          const T mgx = N ? static_cast<T>((gw_row * xhat).template cast<double>().sum() / N) : T(0);
+          MapA<T>(op + r * N, N) = rs * (gw_row - mg - xhat * mgx);
+        }
+      });
+    }
     copy_back<T>(host, gi, op);
   }
   const bool want_w = mask[1] && present(gw), want_b = mask[2] && present(gb);

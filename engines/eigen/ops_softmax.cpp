@@ -130,6 +130,20 @@ void softmax_backward(const Call& call, bool log) {
   OPENREG_SDK_REQUIRE(dt.kind != OPENREG_VALUE_DTYPE || sdk::same_dtype(dt.u.dtype, gin.dtype()), call.op_name(),
                       ": input_dtype differs from the gradient's");
   const int64_t dim = call.int_arg(2);
+  // Over the last dim of contiguous float32: the ISA kernel (the portable loop
+  // below is built for the baseline ISA: [512, 1000] log_softmax backward took
+  // 6.5x torch CPU's time).
+  if (sdk::same_dtype(gin.dtype(), sdk::dtypes::float32) && gin.dim() > 0 &&
+      (dim == -1 || dim == gin.dim() - 1) && g.is_contiguous() && y.is_contiguous() && gin.is_contiguous()) {
+    const int64_t L = gin.size(-1), rows = L ? gin.numel() / L : 0;
+    const float* gp = g.data<float>();
+    const float* yp = y.data<float>();
+    float* op = gin.data<float>();
+    const auto kernel = isa().softmax_backward_f32;
+    call.host().parallel_for(0, rows, std::max<int64_t>(1, sdk::kParallelGrain / std::max<int64_t>(L, 1)),
+                             [&](int64_t b, int64_t e) { kernel(gp + b * L, yp + b * L, op + b * L, e - b, L, log); });
+    return;
+  }
   sdk::dispatch<float, double>(gin.dtype(), "softmax_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     softmax_backward_t<T>(call.host(), gin, g, y, dim, log);

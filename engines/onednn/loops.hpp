@@ -11,6 +11,7 @@
 // as in the baseline loop. mul_ 64x64 in place: 1.27 us baseline, 0.42 us AVX2.
 #pragma once
 
+#include <array>
 #include <type_traits>
 
 #include "common.hpp"
@@ -68,8 +69,40 @@ void dense2(float* o, const float* x, const float* y, int64_t n, const F& f) {
   }
 }
 
+// One strided row of float32 (byte strides s, n elements): the dense loops
+// when the row is contiguous in every operand (or a broadcast scalar in y),
+// the plain strided loop otherwise.
+template <class F>
+void row1(const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n, const F& f) {
+  float* o = reinterpret_cast<float*>(p[0]);
+  const float* x = reinterpret_cast<const float*>(p[1]);
+  if (s[0] == 4 && s[1] == 4) return dense1(o, x, n, f);
+  for (int64_t i = 0; i < n; ++i) o[i * (s[0] / 4)] = static_cast<float>(f(x[i * (s[1] / 4)]));
+}
+template <class F>
+void row2(const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n, const F& f) {
+  float* o = reinterpret_cast<float*>(p[0]);
+  const float* x = reinterpret_cast<const float*>(p[1]);
+  const float* y = reinterpret_cast<const float*>(p[2]);
+  if (s[0] == 4 && s[1] == 4 && s[2] == 4) return dense2(o, x, y, n, f);
+  if (s[0] == 4 && s[1] == 4 && s[2] == 0) {
+    const float yv = *y;
+    return dense1(o, x, n, [&f, yv](float v) { return f(v, yv); });
+  }
+  if (s[0] == 4 && s[1] == 0 && s[2] == 4) {
+    const float xv = *x;
+    return dense1(o, y, n, [&f, xv](float v) { return f(xv, v); });
+  }
+  for (int64_t i = 0; i < n; ++i) o[i * (s[0] / 4)] = static_cast<float>(f(x[i * (s[1] / 4)], y[i * (s[2] / 4)]));
+}
+
 }  // namespace loops
 
+// out = f(a) / f(a, b) with a and b broadcast to out's shape, any strides.
+// Dense operands take one flat loop; otherwise float32 walks the strided rows
+// with the dense loops on each row that is contiguous (a transposed or
+// broadcast operand whose inner dimension is dense: bias adds, x.t() + y),
+// as the SDK's walk compiles to a scalar loop.
 template <class T, class F>
 void map1(const sdk::Tensor& out, const sdk::Tensor& a, F f) {
   if (same_dense(out, a)) {
@@ -82,6 +115,14 @@ void map1(const sdk::Tensor& out, const sdk::Tensor& a, F f) {
         for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(f(x[i]));
       }
     });
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    sdk::Shape shape = sdk::shape_of(out);
+    sdk::for_each_row(host(), shape, std::array<sdk::Operand, 2>{sdk::operand(out, shape), sdk::operand(a, shape)},
+                      [&f](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+                        loops::row1(p, s, n, f);
+                      });
     return;
   }
   sdk::unary_map<T>(host(), out, a, f);
@@ -100,6 +141,16 @@ void map2(const sdk::Tensor& out, const sdk::Tensor& a, const sdk::Tensor& b, F 
         for (int64_t i = lo; i < hi; ++i) o[i] = static_cast<T>(f(x[i], y[i]));
       }
     });
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    sdk::Shape shape = sdk::shape_of(out);
+    sdk::for_each_row(host(), shape,
+                      std::array<sdk::Operand, 3>{sdk::operand(out, shape), sdk::operand(a, shape),
+                                                  sdk::operand(b, shape)},
+                      [&f](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
+                        loops::row2(p, s, n, f);
+                      });
     return;
   }
   sdk::binary_map<T>(host(), out, a, b, f);

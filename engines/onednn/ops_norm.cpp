@@ -295,34 +295,113 @@ void check_layer_norm(const sdk::Call& call) {
 }  // namespace
 
 namespace {
-// Sum of n contiguous floats (f applied to each) in 32 independent partial
-// sums: the vectorised adds do not wait on one another.
-template <class F>
-float lane_sum(const float* p, int64_t n, F f) {
-  float lanes[32] = {};
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    for (int j = 0; j < 32; ++j) lanes[j] += f(p[i + j]);
-  float s = 0.0f;
-  for (; i < n; ++i) s += f(p[i]);
-  for (int j = 0; j < 32; ++j) s += lanes[j];
-  return s;
-}
+// Small contiguous float32 layer norm as row loops: at 32x128 the primitive's
+// fixed cost (descriptors, six memory objects) exceeded the whole computation.
+// The library is built for baseline x86-64 (SSE2); the bodies are inlined
+// into AVX2 and AVX-512 copies picked from the ISA oneDNN reports (as
+// loops.hpp does). The sums keep 32 independent partial sums, so every width
+// adds in the same order: the result does not depend on the ISA.
+constexpr int kLanes = 32;
 
-// Small contiguous float32 layer norm as a loop: per row the mean, then the
-// centred variance, then the affine map. At 32x128 the primitive's fixed cost
-// (descriptors, six memory objects) exceeded the whole computation.
-void layer_norm_rows(const float* x, float* y, int64_t M, int64_t N, const float* scale, const float* shift,
-                     double eps, float* mean, float* rstd) {
+// Forward: per row the mean, then the centred variance, then the affine map.
+[[gnu::always_inline]] inline void ln_fwd_body(const float* x, float* y, int64_t M, int64_t N, const float* scale,
+                                               const float* shift, double eps, float* mean, float* rstd) {
+  const float inv_n = 1.0f / static_cast<float>(N);
   for (int64_t r = 0; r < M; ++r) {
     const float* xr = x + r * N;
     float* yr = y + r * N;
-    const float m = lane_sum(xr, N, [](float v) { return v; }) / static_cast<float>(N);
-    const float var = lane_sum(xr, N, [m](float v) { return (v - m) * (v - m); }) / static_cast<float>(N);
-    const float rs = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var) + eps));
-    for (int64_t j = 0; j < N; ++j) yr[j] = (xr[j] - m) * rs * scale[j] + shift[j];
+    float lanes[kLanes] = {};
+    int64_t j = 0;
+    for (; j + kLanes <= N; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) lanes[l] += xr[j + l];
+    float sum = 0.0f;
+    for (; j < N; ++j) sum += xr[j];
+    for (int l = 0; l < kLanes; ++l) sum += lanes[l];
+    const float m = sum / static_cast<float>(N);
+    float sq[kLanes] = {};
+    for (j = 0; j + kLanes <= N; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) sq[l] += (xr[j + l] - m) * (xr[j + l] - m);
+    float ss = 0.0f;
+    for (; j < N; ++j) ss += (xr[j] - m) * (xr[j] - m);
+    for (int l = 0; l < kLanes; ++l) ss += sq[l];
+    const float rs = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ss * inv_n) + eps));
+    for (j = 0; j < N; ++j) yr[j] = (xr[j] - m) * rs * scale[j] + shift[j];
     mean[r] = m;
     rstd[r] = rs;
+  }
+}
+
+// Backward with the saved mean and rstd: xhat = (x - mean) * rstd, gw = g * w,
+// grad_input = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)); the parameter
+// gradients sum g * xhat and g over the rows into dscale and dshift (zeroed
+// by the caller). gi may be null (no input gradient wanted).
+[[gnu::always_inline]] inline void ln_bwd_body(const float* g, const float* x, float* gi, int64_t M, int64_t N,
+                                               const float* scale, const float* mean, const float* rstd,
+                                               float* dscale, float* dshift) {
+  const float inv_n = 1.0f / static_cast<float>(N);
+  for (int64_t r = 0; r < M; ++r) {
+    const float* xr = x + r * N;
+    const float* gr = g + r * N;
+    const float m = mean[r], rs = rstd[r];
+    float la[kLanes] = {}, lb[kLanes] = {};
+    int64_t j = 0;
+    for (; j + kLanes <= N; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) {
+        const float gw = gr[j + l] * scale[j + l];
+        la[l] += gw;
+        lb[l] += gw * (xr[j + l] - m);
+      }
+    float a = 0.0f, b = 0.0f;
+    for (; j < N; ++j) {
+      const float gw = gr[j] * scale[j];
+      a += gw;
+      b += gw * (xr[j] - m);
+    }
+    for (int l = 0; l < kLanes; ++l) {
+      a += la[l];
+      b += lb[l];
+    }
+    const float mg = a * inv_n, mgx = b * rs * inv_n;
+    for (j = 0; j < N; ++j) {
+      const float xh = (xr[j] - m) * rs;
+      dscale[j] += gr[j] * xh;
+      dshift[j] += gr[j];
+    }
+    if (!gi) continue;
+    float* o = gi + r * N;
+    for (j = 0; j < N; ++j) o[j] = rs * (gr[j] * scale[j] - mg - (xr[j] - m) * rs * mgx);
+  }
+}
+
+#define OPENREG_ONEDNN_LN(SUFFIX, ATTR)                                                                              \
+  ATTR void ln_fwd_##SUFFIX(const float* x, float* y, int64_t M, int64_t N, const float* scale, const float* shift, \
+                            double eps, float* mean, float* rstd) {                                                  \
+    ln_fwd_body(x, y, M, N, scale, shift, eps, mean, rstd);                                                          \
+  }                                                                                                                  \
+  ATTR void ln_bwd_##SUFFIX(const float* g, const float* x, float* gi, int64_t M, int64_t N, const float* scale,     \
+                            const float* mean, const float* rstd, float* dscale, float* dshift) {                    \
+    ln_bwd_body(g, x, gi, M, N, scale, mean, rstd, dscale, dshift);                                                  \
+  }
+OPENREG_ONEDNN_LN(sse, )
+OPENREG_ONEDNN_LN(avx2, __attribute__((target("avx2"))))
+OPENREG_ONEDNN_LN(avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))))
+#undef OPENREG_ONEDNN_LN
+
+void layer_norm_rows(const float* x, float* y, int64_t M, int64_t N, const float* scale, const float* shift,
+                     double eps, float* mean, float* rstd) {
+  switch (loops::width()) {
+    case loops::Width::Avx512: return ln_fwd_avx512(x, y, M, N, scale, shift, eps, mean, rstd);
+    case loops::Width::Avx2: return ln_fwd_avx2(x, y, M, N, scale, shift, eps, mean, rstd);
+    case loops::Width::Sse: return ln_fwd_sse(x, y, M, N, scale, shift, eps, mean, rstd);
+  }
+}
+
+void layer_norm_backward_rows(const float* g, const float* x, float* gi, int64_t M, int64_t N, const float* scale,
+                              const float* mean, const float* rstd, float* dscale, float* dshift) {
+  switch (loops::width()) {
+    case loops::Width::Avx512: return ln_bwd_avx512(g, x, gi, M, N, scale, mean, rstd, dscale, dshift);
+    case loops::Width::Avx2: return ln_bwd_avx2(g, x, gi, M, N, scale, mean, rstd, dscale, dshift);
+    case loops::Width::Sse: return ln_bwd_sse(g, x, gi, M, N, scale, mean, rstd, dscale, dshift);
   }
 }
 }  // namespace
@@ -409,6 +488,15 @@ void layer_norm_backward(const sdk::Call& call) {
   if (w) to_float_vec(*w, scale); else fill(scale, s.N, 1.0f);
   to_float_vec(mean_t, mean);
   to_float_vec(rstd_t, var);
+  if (is_f32(x.dtype()) && x.is_contiguous() && g.is_contiguous() && x.numel() <= kMemGrain) {
+    fill(dscale, s.N, 0.0f);
+    fill(dshift, s.N, 0.0f);
+    layer_norm_backward_rows(g.data<float>(), x.data<float>(), gi.defined() ? gi.data<float>() : nullptr, s.M, s.N,
+                             scale, mean, var, dscale, dshift);
+    if (affine && gw.defined() && gw.numel() == s.N) from_float_vec(dscale, gw);
+    if (affine && gb.defined() && gb.numel() == s.N) from_float_vec(dshift, gb);
+    return;
+  }
   for (int64_t i = 0; i < s.M; ++i) var[i] = 1.0f / (var[i] * var[i]);
   const Flags flags = affine ? Flags::use_scale | Flags::use_shift : Flags::none;
   Key k("lnorm_bwd");

@@ -30,6 +30,9 @@ def binary_cases(ctx):
         cases += [
             Case("broadcast 5x7x11 with 7x1", ctx.t(5, 7, 11, domain=lhs_dom), rhs(7, 1)),
             Case("broadcast 7x1 with 5x1x11", ctx.t(7, 1, domain=lhs_dom), rhs(5, 1, 11), inplace_ok=False),
+            # rows of 40: the vector body of engines' strided-row loops, not only the tail
+            Case("broadcast 6x40 with 40 (bias)", ctx.t(6, 40, domain=lhs_dom), rhs(40)),
+            Case("broadcast 6x40 with 6x1", ctx.t(6, 40, domain=lhs_dom), rhs(6, 1)),
             Case("both strided: sliced with transposed", ctx.t(5, 7, domain=lhs_dom, layout="sliced"),
                  rhs(5, 7, layout="transposed")),
             Case("0-dim other", ctx.t(5, 7, domain=lhs_dom), rhs()),

@@ -139,6 +139,8 @@ def _softmax_backward_cases(ctx):
     return [
         case("5x7x11 dim=-1", (5, 7, 11), -1),
         case("5x7x11 dim=1", (5, 7, 11), 1),
+        # rows of 16+ elements: the vector body of engines' row loops and a tail
+        case("7x40 dim=-1", (7, 40), -1),
         case("transposed 7x11 dim=-1", (7, 11), -1, "transposed"),
         case("sliced with gaps 5x7 dim=1", (5, 7), 1, "sliced"),
         case("zero-size 0x7 dim=1", (0, 7), 1),
@@ -235,6 +237,8 @@ def _layer_norm_cases(ctx):
         case("transposed input", ctx.t(5, 11, 7, layout="transposed"), [7], ctx.t(7), ctx.t(7)),
         case("sliced input with gaps", ctx.t(5, 13, layout="sliced"), [13], ctx.t(13), None),
         case("mean offset 10", ctx.of(ctx.values((5, 7, 11)) + 10), [11], ctx.t(11), ctx.t(11)),
+        # rows of 70: the 32-wide body of engines' row loops and a tail
+        case("3x5x70 over [70]", ctx.t(3, 5, 70), [70], ctx.t(70), ctx.t(70)),
         case("zero-size batch", ctx.t(0, 11), [11], ctx.t(11), ctx.t(11)),
     ]
 
@@ -253,6 +257,8 @@ def _layer_norm_backward_cases(ctx):
     return [
         case("5x7x11 over [11]", (5, 7, 11), (11,)),
         case("over [7, 11]", (5, 7, 11), (7, 11)),
+        case("3x5x70 over [70]", (3, 5, 70), (70,)),
+        case("3x5x70, no weight", (3, 5, 70), (70,), affine=False, mask=(True, False, False)),
         case("no weight, no bias", (5, 7, 11), (11,), affine=False, mask=(True, False, False)),
         case("grad_input only", (5, 7, 11), (11,), mask=(True, False, False)),
         case("transposed input", (5, 11, 7), (7,), layout="transposed"),
@@ -272,6 +278,10 @@ _CONVOLUTIONS = (
     ("channels-last input", (2, 3, 11, 13), (5, 3, 3, 3), True, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, "channels_last"),
     ("1-d", (2, 3, 13), (5, 3, 3), True, [1], [1], [1], False, [0], 1, "contiguous"),
     ("transposed, stride 2", (2, 3, 7, 11), (3, 5, 3, 3), True, [2, 2], [1, 1], [1, 1], True, [1, 1], 1, "contiguous"),
+    ("1x1 stride 2, even size (ResNet downsampling)", (2, 3, 8, 10), (5, 3, 1, 1), False, [2, 2], [0, 0], [1, 1], False, [0, 0], 1, "contiguous"),
+    ("1x1 stride 2x3, bias, channels-last input", (2, 3, 7, 11), (5, 3, 1, 1), True, [2, 3], [0, 0], [1, 1], False, [0, 0], 1, "channels_last"),
+    ("3x3 stride 3, last rows skipped", (2, 3, 13, 14), (4, 3, 3, 3), True, [3, 3], [0, 0], [1, 1], False, [0, 0], 1, "contiguous"),
+    ("transposed, output_padding beyond padding", (2, 3, 5, 6), (3, 5, 3, 3), True, [2, 2], [0, 0], [1, 1], True, [1, 1], 1, "contiguous"),
     ("zero batch", (0, 3, 11, 13), (5, 3, 3, 3), True, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, "contiguous"),
 )
 

@@ -129,6 +129,7 @@ PYBIND11_MODULE(_C, m) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(gen));
   });
   m.def("_memory_stats", [](int i) { return memory_stats(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_empty_cache", [] { openreg::empty_cache(); });
   m.def("_reset_peak_memory_stats", [](int i) { openreg::reset_peak_memory_stats(static_cast<c10::DeviceIndex>(i)); });
   m.def("_reset_accumulated_memory_stats",
         [](int i) { openreg::reset_accumulated_memory_stats(static_cast<c10::DeviceIndex>(i)); });

@@ -159,7 +159,9 @@ def reset_accumulated_memory_stats(device: _DeviceLike = None) -> None:
 
 
 def empty_cache() -> None:
-    """The allocator does not cache: freed memory is returned at once."""
+    """Frees the device memory the allocator keeps cached for reuse (as
+    ``torch.cuda.empty_cache``); tensors in use are untouched."""
+    _C._empty_cache()
 
 
 # ---- autocast (AMP) defaults, as torch.amp asks of a device module

@@ -1,4 +1,4 @@
-"""Caching-allocator statistics exposed through torch.openreg.*."""
+"""The caching allocator (core/src/runtime/allocator.cpp) and its statistics through torch.openreg.*."""
 
 import gc
 
@@ -126,3 +126,37 @@ def test_torch_accelerator_memory_allocated(mem):
     assert accel.memory_allocated() == mem.memory_allocated()
     del t
     assert accel.memory_allocated() == start
+
+
+def test_freed_block_is_cached_and_reused_until_empty_cache(mem):
+    mem.empty_cache()
+    base_reserved, base_alloc = mem.memory_reserved(), mem.memory_allocated()
+    t = torch.empty(3 * MiB + 5, dtype=torch.uint8, device="openreg")
+    ptr = t.data_ptr()
+    reserved = mem.memory_reserved()
+    assert reserved - base_reserved >= 3 * MiB + 5
+    assert reserved - base_reserved <= (3 * MiB + 5) * 9 // 8 + 512  # size classes waste at most 1/8
+    del t
+    assert mem.memory_allocated() == base_alloc
+    assert mem.memory_reserved() == reserved  # kept for reuse, as CUDA's allocator does
+    u = torch.empty(3 * MiB + 1000, dtype=torch.uint8, device="openreg")  # same size class (3.25 MiB)
+    assert u.data_ptr() == ptr and mem.memory_reserved() == reserved
+    del u
+    mem.empty_cache()
+    assert mem.memory_reserved() == base_reserved
+
+
+def test_caching_can_be_turned_off(run_python):
+    code = (
+        "import torch, openreg\n"
+        "torch.ones(1, device='openreg')\n"
+        "r0 = torch.openreg.memory_reserved()\n"
+        "t = torch.empty(1 << 22, dtype=torch.uint8, device='openreg')\n"
+        "del t\n"
+        "print(torch.openreg.memory_reserved() - r0)\n"
+    )
+    off = run_python(code, env_extra={"OPENREG_NO_MEMORY_CACHING": "1"})
+    on = run_python(code, env_extra={"OPENREG_NO_MEMORY_CACHING": None})
+    assert off.returncode == 0 and on.returncode == 0, off.stderr + on.stderr
+    assert int(off.stdout.split()[-1]) == 0
+    assert int(on.stdout.split()[-1]) == 1 << 22

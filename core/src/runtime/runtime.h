@@ -33,6 +33,7 @@ std::string builtin_engine_dir();
 
 // ---- memory (allocator.cpp)
 c10::Allocator* device_allocator();
+void empty_cache();  // frees the device memory the allocator keeps for reuse
 c10::Allocator* pinned_allocator();
 bool is_pinned_ptr(const void* ptr);
 struct MemoryStats {

@@ -201,7 +201,8 @@ class Overload:
         first = args[0] if args else None
         self.inplace = bool(first is not None and not first.is_out and first.alias_info is not None
                             and first.alias_info.is_write)
-        self.takes_tensor = bool(first is not None and _is_tensor_type(first.type))
+        # arange.start_out's only tensor is its out= argument: any tensor argument counts
+        self.takes_tensor = any(_is_tensor_type(a.type) for a in args)
 
     @staticmethod
     def resolve(name):

@@ -13,5 +13,6 @@
 #include <openreg/sdk/dtype.hpp>
 #include <openreg/sdk/engine.hpp>
 #include <openreg/sdk/reduce.hpp>
+#include <openreg/sdk/tensor_ops.hpp>
 #include <openreg/sdk/status.hpp>
 #include <openreg/sdk/strided.hpp>

@@ -42,7 +42,8 @@ ArgKind kind_of(const c10::Argument& arg) {
         case c10::TypeKind::TensorType: return ArgKind::kTensorList;
         case c10::TypeKind::IntType:
         case c10::TypeKind::SymIntType: return ArgKind::kIntList;
-        case c10::TypeKind::FloatType: return ArgKind::kDoubleList;
+        case c10::TypeKind::FloatType:
+        case c10::TypeKind::NumberType: return ArgKind::kDoubleList;  // Scalar[] (_foreach_*.ScalarList)
         case c10::TypeKind::BoolType: return ArgKind::kBoolList;
         default: return ArgKind::kOther;
       }

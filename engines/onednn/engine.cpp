@@ -8,6 +8,8 @@
 
 namespace onednn_engine {
 
+void register_optim_ops(openreg::sdk::EngineDef& e);  // ops_optim.cpp
+
 namespace {
 dnnl::engine* g_engine = nullptr;
 sdk::Host g_host;
@@ -168,6 +170,9 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     op("aten::max_pool2d_with_indices_backward", oe::max_pool2d_with_indices_backward);
     op_prim("aten::avg_pool2d", oe::avg_pool2d);
     op_prim("aten::avg_pool2d_backward", oe::avg_pool2d_backward);
+    // ---- the optimizer step: fused Adam/AdamW/SGD and _foreach_ lists (ops_optim.cpp)
+    oe::register_optim_ops(e);
+
     e.on_init([](const sdk::Host& h) {
       oe::g_host = h;
       oe::g_engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);

@@ -1,0 +1,422 @@
+// Engine SDK: the optimizer step as one call per parameter group.
+//
+//  - fused_adam(call, adamw): aten::_fused_adam_ / _fused_adamw_ (and .tensor_lr),
+//    torch.optim.Adam/AdamW(fused=True);
+//  - fused_sgd(call): aten::_fused_sgd_ (and .tensor_lr), SGD(fused=True);
+//  - foreach(call, op, inplace): the aten::_foreach_* kernels the foreach paths of
+//    Adam/AdamW/SGD call (torch.optim's default on openreg).
+// fused_ops() and foreach_ops() list the op names with their kernels, for an
+// engine's EngineDef (one list, so every engine serves the same overloads).
+//
+// Same per-element arithmetic as ATen's CPU kernels (FusedAdamKernel.cpp,
+// FusedSGDKernel.cpp, the foreach ops' per-tensor loop): in float for float32 and
+// bfloat16 (ATen's opmath), in double for float64. Every kernel serves dense tensors
+// (contiguous or permuted, no gaps) of one dtype, the items of each position laid out
+// alike, and declines (UNSUPPORTED, nothing written) anything else: the foreach ops
+// then take their per-tensor loop, the fused ones the reference engine (CPU's result
+// or error).
+#pragma once
+
+#include <openreg/sdk/call.hpp>
+#include <openreg/sdk/engine.hpp>
+
+#include <algorithm>
+#include <utility>
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace openreg {
+namespace sdk {
+namespace optim {
+
+// Elements per parallel_for chunk: small tensors stay on the calling thread.
+constexpr int64_t kGrain = 32768;
+
+// The arithmetic type of an element type (ATen's opmath_type).
+template <class T>
+using opmath_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Dense: the elements fill [0, numel) of memory from element 0, in some order of
+// dims (contiguous, transposed, permuted), so a kernel can walk them flat.
+inline bool is_dense(const Tensor& t) {
+  if (t.is_contiguous()) return true;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims of size > 1
+  for (int64_t i = 0; i < t.dim(); ++i)
+    if (t.size(i) != 1) dims.emplace_back(t.stride(i), t.size(i));
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& d : dims) {
+    if (d.first != expected) return false;
+    expected *= d.second;
+  }
+  return true;
+}
+
+// Same sizes and the same memory order: element d of the flat walk is the same
+// element of both.
+inline bool same_layout(const Tensor& a, const Tensor& b) {
+  if (a.dim() != b.dim()) return a.is_contiguous() && b.is_contiguous() && a.numel() == b.numel();
+  for (int64_t i = 0; i < a.dim(); ++i) {
+    if (a.size(i) != b.size(i)) return false;
+    if (a.size(i) != 1 && a.stride(i) != b.stride(i)) return false;
+  }
+  return true;
+}
+
+// Declines unless every tensor of `lists` (same length n) has `dtype`, is dense and,
+// item by item, laid out like the first list's item (so all are walked flat).
+inline void require_lists(const Call& call, openreg_dtype dtype, const std::vector<const std::vector<Tensor>*>& lists) {
+  const size_t n = lists[0]->size();
+  for (const auto* l : lists) {
+    OPENREG_SDK_REQUIRE(l->size() == n, call.op_name(), ": tensor lists of different lengths");
+    for (size_t k = 0; k < n; ++k) {
+      const Tensor& t = (*l)[k];
+      OPENREG_SDK_REQUIRE(t.defined(), call.op_name(), ": undefined tensor in a list");
+      OPENREG_SDK_REQUIRE(same_dtype(t.dtype(), dtype), call.op_name(), ": mixed dtypes (", dtype_name(t.dtype()),
+                          " and ", dtype_name(dtype), ")");
+      OPENREG_SDK_REQUIRE(is_dense(t), call.op_name(), ": tensor with gaps ", t.describe());
+      OPENREG_SDK_REQUIRE(same_layout(t, (*lists[0])[k]), call.op_name(), ": item ", k, " is ", t.describe(),
+                          " in one list and ", (*lists[0])[k].describe(), " in another");
+    }
+  }
+}
+
+// grad_scale / found_inf: optional one-element float32 tensors (as ATen's CPU kernels
+// read them); anything else declines.
+inline const float* optional_float_scalar(const Call& call, int i) {
+  auto t = call.optional_tensor(i);
+  if (!t) return nullptr;
+  OPENREG_SDK_REQUIRE(same_dtype(t->dtype(), dtypes::float32) && t->numel() == 1, call.op_name(), ": argument ", i,
+                      " is not a one-element float32 tensor");
+  return t->data<float>();
+}
+
+// lr: a float, or (the .tensor_lr overloads) a one-element tensor.
+inline double lr_arg(const Call& call, int i) {
+  if (call.kind(i) == OPENREG_VALUE_TENSOR) {
+    Tensor t = call.tensor(i);
+    OPENREG_SDK_REQUIRE(t.numel() == 1, call.op_name(), ": lr tensor of ", t.numel(), " elements");
+    return t.item();
+  }
+  return call.double_arg(i);
+}
+
+// ------------------------------------------------------------------ Adam / AdamW
+
+struct AdamParams {
+  double lr, beta1, beta2, weight_decay, eps;
+  bool amsgrad, maximize, adamw;
+};
+
+template <class T>
+void adam_tensor(const Host& host, const AdamParams& p, double step, T* param, T* grad, T* exp_avg, T* exp_avg_sq,
+                 T* max_exp_avg_sq, int64_t n, const float* grad_scale) {
+  using M = opmath_t<T>;
+  const double bias_correction1 = 1 - std::pow(p.beta1, step);
+  const double bias_correction2 = 1 - std::pow(p.beta2, step);
+  const M step_size = static_cast<M>(p.lr / bias_correction1);
+  const M bc2_sqrt = static_cast<M>(std::sqrt(bias_correction2));
+  const M beta1 = static_cast<M>(p.beta1), beta2 = static_cast<M>(p.beta2);
+  const M avg_coef = static_cast<M>(1 - p.beta1), sq_coef = static_cast<M>(1 - p.beta2);
+  const M eps = static_cast<M>(p.eps), wd = static_cast<M>(p.weight_decay);
+  const M decay = static_cast<M>(1 - p.lr * p.weight_decay);  // AdamW's param scale
+  const bool has_wd = p.weight_decay != 0, adamw = p.adamw, amsgrad = p.amsgrad, maximize = p.maximize;
+  host.parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t d = b; d < e; ++d) {
+      M g = static_cast<M>(grad[d]);
+      M x = static_cast<M>(param[d]);
+      if (grad_scale) {  // unscaled gradients are written back, as CPU does
+        g = g / static_cast<M>(*grad_scale);
+        grad[d] = static_cast<T>(g);
+      }
+      if (maximize) g = -g;
+      if (has_wd) {
+        if (adamw) x = x * decay;
+        else g += x * wd;
+      }
+      M m = static_cast<M>(exp_avg[d]);
+      m = m * beta1 + avg_coef * g;
+      exp_avg[d] = static_cast<T>(m);
+      M v = static_cast<M>(exp_avg_sq[d]);
+      v = v * beta2;
+      v = v + sq_coef * g * g;
+      exp_avg_sq[d] = static_cast<T>(v);
+      M denom;
+      if (amsgrad) {
+        const M vmax = std::max(static_cast<M>(max_exp_avg_sq[d]), v);
+        max_exp_avg_sq[d] = static_cast<T>(vmax);
+        denom = std::sqrt(vmax) / bc2_sqrt + eps;
+      } else {
+        denom = std::sqrt(v) / bc2_sqrt + eps;
+      }
+      param[d] = static_cast<T>(x - step_size * m / denom);
+    }
+  });
+}
+
+// _fused_adam[w]_(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *,
+// lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf).
+// state_steps are read, not incremented (torch.optim increments them before).
+inline void fused_adam(const Call& call, bool adamw) {
+  const std::vector<Tensor> params = call.tensor_list(0), grads = call.tensor_list(1), avgs = call.tensor_list(2),
+                            sqs = call.tensor_list(3), maxs = call.tensor_list(4), steps = call.tensor_list(5);
+  AdamParams p{lr_arg(call, 6),       call.double_arg(7), call.double_arg(8), call.double_arg(9),
+               call.double_arg(10),   call.bool_arg(11),  call.bool_arg(12),  adamw};
+  const float* grad_scale = optional_float_scalar(call, 13);
+  const float* found_inf = optional_float_scalar(call, 14);
+  if (params.empty()) return;
+  const openreg_dtype dtype = params[0].dtype();
+  std::vector<const std::vector<Tensor>*> lists{&params, &grads, &avgs, &sqs};
+  if (p.amsgrad) lists.push_back(&maxs);
+  require_lists(call, dtype, lists);
+  OPENREG_SDK_REQUIRE(steps.size() == params.size(), call.op_name(), ": state_steps of another length");
+  for (const Tensor& s : steps) OPENREG_SDK_REQUIRE(s.defined() && s.numel() == 1, call.op_name(), ": bad state step");
+  if (found_inf && *found_inf == 1.0f) return;  // CPU skips the step on exactly 1.0
+  dispatch<float, double, bfloat16>(dtype, call.op_name().data(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (size_t k = 0; k < params.size(); ++k) {
+      adam_tensor<T>(call.host(), p, steps[k].item(), params[k].data<T>(), grads[k].data<T>(), avgs[k].data<T>(),
+                     sqs[k].data<T>(), p.amsgrad ? maxs[k].data<T>() : nullptr, params[k].numel(), grad_scale);
+    }
+  });
+}
+
+// ------------------------------------------------------------------------- SGD
+
+struct SgdParams {
+  double weight_decay, momentum, lr, dampening;
+  bool nesterov, maximize, is_first_step;
+};
+
+template <class T>
+void sgd_tensor(const Host& host, const SgdParams& p, T* param, T* grad, T* buf, int64_t n, const float* grad_scale) {
+  using M = opmath_t<T>;
+  const M wd = static_cast<M>(p.weight_decay), mom = static_cast<M>(p.momentum), lr = static_cast<M>(p.lr);
+  const M damp = static_cast<M>(1 - p.dampening);
+  const bool has_wd = p.weight_decay != 0, has_mom = p.momentum != 0;
+  host.parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t d = b; d < e; ++d) {
+      M g = static_cast<M>(grad[d]);
+      const M x = static_cast<M>(param[d]);
+      if (grad_scale) {
+        g = g / static_cast<M>(*grad_scale);
+        grad[d] = static_cast<T>(g);
+      }
+      if (p.maximize) g = -g;
+      if (has_wd) g += x * wd;
+      if (has_mom) {
+        M v = p.is_first_step ? g : static_cast<M>(buf[d]) * mom + g * damp;
+        buf[d] = static_cast<T>(v);
+        if (p.nesterov) g += v * mom;
+        else g = v;
+      }
+      param[d] = static_cast<T>(x - g * lr);
+    }
+  });
+}
+
+// _fused_sgd_(self, grads, momentum_buffer_list, *, weight_decay, momentum, lr,
+// dampening, nesterov, maximize, is_first_step, grad_scale, found_inf).
+inline void fused_sgd(const Call& call) {
+  const std::vector<Tensor> params = call.tensor_list(0), grads = call.tensor_list(1), bufs = call.tensor_list(2);
+  SgdParams p{call.double_arg(3), call.double_arg(4), lr_arg(call, 5),   call.double_arg(6),
+              call.bool_arg(7),   call.bool_arg(8),   call.bool_arg(9)};
+  const float* grad_scale = optional_float_scalar(call, 10);
+  const float* found_inf = optional_float_scalar(call, 11);
+  if (params.empty()) return;
+  const openreg_dtype dtype = params[0].dtype();
+  std::vector<const std::vector<Tensor>*> lists{&params, &grads};
+  if (p.momentum != 0) lists.push_back(&bufs);
+  require_lists(call, dtype, lists);
+  if (found_inf && *found_inf == 1.0f) return;
+  dispatch<float, double, bfloat16>(dtype, call.op_name().data(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (size_t k = 0; k < params.size(); ++k) {
+      sgd_tensor<T>(call.host(), p, params[k].data<T>(), grads[k].data<T>(),
+                    p.momentum != 0 ? bufs[k].data<T>() : nullptr, params[k].numel(), grad_scale);
+    }
+  });
+}
+
+// -------------------------------------------------------------------- _foreach_
+
+enum class Foreach { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kLerp, kAddcmul, kAddcdiv, kSqrt, kNeg, kZero };
+
+// Number of tensor-list operands after self.
+inline int foreach_lists(Foreach op) {
+  switch (op) {
+    case Foreach::kSqrt:
+    case Foreach::kNeg:
+    case Foreach::kZero: return 0;
+    case Foreach::kAddcmul:
+    case Foreach::kAddcdiv: return 2;
+    case Foreach::kLerp: return 1;
+    default: return -1;  // binary: a list, a Scalar or a ScalarList
+  }
+}
+
+template <class M>
+M foreach_binary(Foreach op, M a, M b) {
+  switch (op) {
+    case Foreach::kAdd: return a + b;
+    case Foreach::kSub: return a - b;
+    case Foreach::kMul: return a * b;
+    case Foreach::kDiv: return a / b;
+    case Foreach::kMaximum: return (a != a) ? a : (b != b ? b : std::max(a, b));  // NaN wins
+    default: return (a != a) ? a : (b != b ? b : std::min(a, b));
+  }
+}
+
+// aten::_foreach_<op>[_].{List,Scalar,ScalarList} and the unary ones, in place
+// (writes self) or out of place (writes the outputs). The per-tensor scalar is a
+// Scalar, one item of a ScalarList, or (add/sub .List) alpha scaling the other list.
+inline void foreach(const Call& call, Foreach op, bool inplace) {
+  const std::vector<Tensor> self = call.tensor_list(0);
+  const size_t n = self.size();
+  std::vector<Tensor> outs;
+  if (inplace) {
+    outs = self;
+  } else {
+    OPENREG_SDK_CHECK(call.num_outputs() == static_cast<int>(n), call.op_name(), ": ", call.num_outputs(),
+                      " outputs for ", n, " tensors");
+    for (size_t k = 0; k < n; ++k) outs.push_back(call.output(static_cast<int>(k)));
+  }
+  if (n == 0) return;
+  std::vector<Tensor> l1, l2;
+  std::vector<double> scalars(n, 1.0);
+  double alpha = 1.0;
+  // The argument after the lists: a Scalar or a ScalarList (absent: 1).
+  auto read_scalars = [&](int i) {
+    if (call.is_none(i)) return;
+    const openreg_value& v = call.arg(i);
+    if (v.kind == OPENREG_VALUE_DOUBLE_LIST) {
+      OPENREG_SDK_REQUIRE(v.u.doubles.count == static_cast<int64_t>(n), call.op_name(), ": scalar list of length ",
+                          v.u.doubles.count, " for ", n, " tensors");
+      scalars.assign(v.u.doubles.items, v.u.doubles.items + n);
+      return;
+    }
+    OPENREG_SDK_REQUIRE(v.kind != OPENREG_VALUE_TENSOR && v.kind != OPENREG_VALUE_TENSOR_LIST &&
+                            v.kind != OPENREG_VALUE_INT_LIST,
+                        call.op_name(), ": scalar operand of value kind ", v.kind);
+    scalars.assign(n, call.scalar(i));
+  };
+  const int nl = foreach_lists(op);
+  bool list_other = false;
+  if (nl < 0) {
+    if (call.kind(1) == OPENREG_VALUE_TENSOR_LIST) {
+      list_other = true;
+      l1 = call.tensor_list(1);
+      if (op == Foreach::kAdd || op == Foreach::kSub) alpha = call.scalar_or(2, 1.0);
+    } else {
+      read_scalars(1);
+    }
+  } else {
+    if (nl >= 1) l1 = call.tensor_list(1);
+    if (nl >= 2) l2 = call.tensor_list(2);
+    if (nl >= 1) {
+      OPENREG_SDK_REQUIRE(!(op == Foreach::kLerp && call.kind(2) == OPENREG_VALUE_TENSOR_LIST), call.op_name(),
+                          ": weight list");
+      read_scalars(nl + 1);
+    }
+  }
+  const openreg_dtype dtype = self[0].dtype();
+  std::vector<const std::vector<Tensor>*> lists{&self, &outs};
+  if (!l1.empty() || list_other || nl >= 1) lists.push_back(&l1);
+  if (nl >= 2) lists.push_back(&l2);
+  require_lists(call, dtype, lists);
+  // A Scalar of an integral kind on float tensors stays exact as float; complex declines in scalar().
+  dispatch<float, double, bfloat16>(dtype, call.op_name().data(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using M = opmath_t<T>;
+    for (size_t k = 0; k < n; ++k) {
+      const T* a = self[k].data<T>();
+      T* o = outs[k].data<T>();
+      const T* b = l1.empty() ? nullptr : l1[k].data<T>();
+      const T* c = l2.empty() ? nullptr : l2[k].data<T>();
+      const M s = static_cast<M>(list_other ? alpha : scalars[k]);
+      call.host().parallel_for(0, self[k].numel(), kGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t d = lo; d < hi; ++d) {
+          const M x = static_cast<M>(a[d]);
+          M r;
+          switch (op) {
+            case Foreach::kSqrt: r = std::sqrt(x); break;
+            case Foreach::kNeg: r = -x; break;
+            case Foreach::kZero: r = M(0); break;
+            case Foreach::kLerp: {  // ATen's lerp: exact at both ends
+              const M y = static_cast<M>(b[d]);
+              r = std::abs(s) < M(0.5) ? x + s * (y - x) : y - (y - x) * (M(1) - s);
+              break;
+            }
+            case Foreach::kAddcmul: r = x + s * static_cast<M>(b[d]) * static_cast<M>(c[d]); break;
+            case Foreach::kAddcdiv: r = x + s * (static_cast<M>(b[d]) / static_cast<M>(c[d])); break;
+            default:
+              if (list_other) {
+                const M y = static_cast<M>(b[d]);
+                r = (op == Foreach::kAdd || op == Foreach::kSub) ? foreach_binary(op, x, s * y)
+                                                                  : foreach_binary(op, x, y);
+              } else {
+                r = foreach_binary(op, x, s);
+              }
+          }
+          o[d] = static_cast<T>(r);
+        }
+      });
+    }
+  });
+}
+
+// ------------------------------------------------------------------- op lists
+
+struct OpKernel {
+  std::string name;
+  Kernel kernel;
+};
+
+inline std::vector<OpKernel> fused_ops() {
+  std::vector<OpKernel> ops;
+  for (const char* ov : {"", ".tensor_lr"}) {
+    ops.push_back({std::string("aten::_fused_adam_") + ov, [](const Call& c) { fused_adam(c, false); }});
+    ops.push_back({std::string("aten::_fused_adamw_") + ov, [](const Call& c) { fused_adam(c, true); }});
+    ops.push_back({std::string("aten::_fused_sgd_") + ov, fused_sgd});
+  }
+  return ops;
+}
+
+// Each op in place (aten::_foreach_add_.List) and out of place (aten::_foreach_add.List).
+inline std::vector<OpKernel> foreach_ops() {
+  struct Family {
+    const char* name;
+    Foreach op;
+    std::vector<const char*> overloads;  // "" for none
+  };
+  const std::vector<Family> families{
+      {"add", Foreach::kAdd, {"List", "Scalar", "ScalarList"}},
+      {"sub", Foreach::kSub, {"List", "Scalar", "ScalarList"}},
+      {"mul", Foreach::kMul, {"List", "Scalar", "ScalarList"}},
+      {"div", Foreach::kDiv, {"List", "Scalar", "ScalarList"}},
+      {"maximum", Foreach::kMaximum, {"List", "Scalar", "ScalarList"}},
+      {"minimum", Foreach::kMinimum, {"List", "Scalar", "ScalarList"}},
+      {"lerp", Foreach::kLerp, {"Scalar"}},
+      {"addcmul", Foreach::kAddcmul, {"Scalar", "ScalarList"}},
+      {"addcdiv", Foreach::kAddcdiv, {"Scalar", "ScalarList"}},
+      {"sqrt", Foreach::kSqrt, {""}},
+      {"neg", Foreach::kNeg, {""}},
+  };
+  std::vector<OpKernel> ops;
+  for (const Family& f : families) {
+    for (const char* ov : f.overloads) {
+      const std::string suffix = *ov ? std::string(".") + ov : std::string();
+      const Foreach op = f.op;
+      ops.push_back({std::string("aten::_foreach_") + f.name + suffix, [op](const Call& c) { foreach(c, op, false); }});
+      ops.push_back({std::string("aten::_foreach_") + f.name + "_" + suffix, [op](const Call& c) { foreach(c, op, true); }});
+    }
+  }
+  ops.push_back({"aten::_foreach_zero_", [](const Call& c) { foreach(c, Foreach::kZero, true); }});
+  return ops;
+}
+
+}  // namespace optim
+}  // namespace sdk
+}  // namespace openreg

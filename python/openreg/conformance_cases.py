@@ -204,6 +204,7 @@ def family_for(op):
     """The :class:`Family` for an op name, or None (in-place ``add_`` uses ``add``'s)."""
     # The families register themselves on import (here: they import this module).
     from . import conformance_cases_elementwise, conformance_cases_indexing, conformance_cases_reducing  # noqa: F401
+    from . import conformance_cases_optim  # noqa: F401
 
     return FAMILIES.get(_root(op))
 

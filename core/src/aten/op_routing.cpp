@@ -152,10 +152,7 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (size_t k = 0; k < route->candidates.size(); ++k) {
     const size_t i = first == 0 ? k : k == 0 ? first : k <= static_cast<size_t>(first) ? k - 1 : k;
     const auto& cand = route->candidates[i];
-    if (composite && !engine_serves(cand)) {  // every serving engine declined
-      if (verbosity() >= 1) log_line(plan.name + ": per-tensor decomposition" + declined);
-      return run_composite(op, stack);
-    }
+    if (composite && !engine_serves(cand)) continue;  // its per-tensor loop instead, below
     call.op_index = cand.op_index;
     std::string msg;
     const auto start = timing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -190,6 +187,10 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       for (auto& r : returns) stack->push_back(std::move(r));
     }
     return;
+  }
+  if (composite) {  // every engine that serves it declined
+    if (verbosity() >= 1) log_line(plan.name + ": per-tensor loop" + declined);
+    return run_composite(op, stack);
   }
   TORCH_CHECK(false, route_table().uncovered_message(*route), declined);
 }

@@ -24,10 +24,10 @@
 
 #include <algorithm>
 #include <array>
-#include <utility>
 #include <cmath>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace openreg {
@@ -121,9 +121,11 @@ struct AdamParams {
   bool amsgrad, maximize, adamw;
 };
 
-template <class T>
-void adam_tensor(const Host& host, const AdamParams& p, double step, T* param, T* grad, T* exp_avg, T* exp_avg_sq,
-                 T* max_exp_avg_sq, int64_t n, const float* grad_scale) {
+// The element loop, without branches on the options but amsgrad and Adam's L2 term
+// (the others are exact multiplications by 1 when off), so it vectorises.
+template <class T, bool kAmsgrad, bool kL2>
+void adam_loop(const Host& host, const AdamParams& p, double step, T* param, T* grad, T* exp_avg, T* exp_avg_sq,
+               T* max_exp_avg_sq, int64_t n, const float* grad_scale) {
   using M = opmath_t<T>;
   const double bias_correction1 = 1 - std::pow(p.beta1, step);
   const double bias_correction2 = 1 - std::pow(p.beta2, step);
@@ -132,39 +134,56 @@ void adam_tensor(const Host& host, const AdamParams& p, double step, T* param, T
   const M beta1 = static_cast<M>(p.beta1), beta2 = static_cast<M>(p.beta2);
   const M avg_coef = static_cast<M>(1 - p.beta1), sq_coef = static_cast<M>(1 - p.beta2);
   const M eps = static_cast<M>(p.eps), wd = static_cast<M>(p.weight_decay);
-  const M decay = static_cast<M>(1 - p.lr * p.weight_decay);  // AdamW's param scale
-  const bool has_wd = p.weight_decay != 0, adamw = p.adamw, amsgrad = p.amsgrad, maximize = p.maximize;
-  host.parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
+  // AdamW's param scale; 1 (exact) without weight decay or for Adam.
+  const M decay = p.adamw && p.weight_decay != 0 ? static_cast<M>(1 - p.lr * p.weight_decay) : M(1);
+  const M sign = p.maximize ? M(-1) : M(1);
+  const M scale = grad_scale ? static_cast<M>(*grad_scale) : M(1);  // x / 1 is exact
+  host.parallel_for(0, n, kGrain, [=](int64_t b, int64_t e) {
+    // Distinct tensors (the host's overlap checks for written lists): restrict lets
+    // the compiler vectorise.
+    T* __restrict param_ = param;
+    T* __restrict grad_ = grad;
+    T* __restrict avg_ = exp_avg;
+    T* __restrict sq_ = exp_avg_sq;
+    T* __restrict max_ = max_exp_avg_sq;
     for (int64_t d = b; d < e; ++d) {
-      M g = static_cast<M>(grad[d]);
-      M x = static_cast<M>(param[d]);
-      if (grad_scale) {  // unscaled gradients are written back, as CPU does
-        g = g / static_cast<M>(*grad_scale);
-        grad[d] = static_cast<T>(g);
-      }
-      if (maximize) g = -g;
-      if (has_wd) {
-        if (adamw) x = x * decay;
-        else g += x * wd;
-      }
-      M m = static_cast<M>(exp_avg[d]);
+      M g = static_cast<M>(grad_[d]) / scale;
+      grad_[d] = static_cast<T>(g);  // unscaled gradients are written back, as CPU does (same value without)
+      g = g * sign;
+      M x = static_cast<M>(param_[d]) * decay;
+      if constexpr (kL2) g += x * wd;
+      M m = static_cast<M>(avg_[d]);
       m = m * beta1 + avg_coef * g;
-      exp_avg[d] = static_cast<T>(m);
-      M v = static_cast<M>(exp_avg_sq[d]);
+      avg_[d] = static_cast<T>(m);
+      M v = static_cast<M>(sq_[d]);
       v = v * beta2;
       v = v + sq_coef * g * g;
-      exp_avg_sq[d] = static_cast<T>(v);
+      sq_[d] = static_cast<T>(v);
       M denom;
-      if (amsgrad) {
-        const M vmax = std::max(static_cast<M>(max_exp_avg_sq[d]), v);
-        max_exp_avg_sq[d] = static_cast<T>(vmax);
+      if constexpr (kAmsgrad) {
+        const M vmax = std::max(static_cast<M>(max_[d]), v);
+        max_[d] = static_cast<T>(vmax);
         denom = std::sqrt(vmax) / bc2_sqrt + eps;
       } else {
         denom = std::sqrt(v) / bc2_sqrt + eps;
       }
-      param[d] = static_cast<T>(x - step_size * m / denom);
+      param_[d] = static_cast<T>(x - step_size * m / denom);
     }
   });
+}
+
+template <class T>
+void adam_tensor(const Host& host, const AdamParams& p, double step, T* param, T* grad, T* exp_avg, T* exp_avg_sq,
+                 T* max_exp_avg_sq, int64_t n, const float* grad_scale) {
+  const bool l2 = !p.adamw && p.weight_decay != 0;
+  auto run = [&](auto ams, auto l2_) {
+    adam_loop<T, decltype(ams)::value, decltype(l2_)::value>(host, p, step, param, grad, exp_avg, exp_avg_sq,
+                                                             max_exp_avg_sq, n, grad_scale);
+  };
+  using Y = std::true_type;
+  using N = std::false_type;
+  if (p.amsgrad) l2 ? run(Y{}, Y{}) : run(Y{}, N{});
+  else l2 ? run(N{}, Y{}) : run(N{}, N{});
 }
 
 // _fused_adam[w]_(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *,
@@ -206,24 +225,28 @@ void sgd_tensor(const Host& host, const SgdParams& p, T* param, T* grad, T* buf,
   using M = opmath_t<T>;
   const M wd = static_cast<M>(p.weight_decay), mom = static_cast<M>(p.momentum), lr = static_cast<M>(p.lr);
   const M damp = static_cast<M>(1 - p.dampening);
-  const bool has_wd = p.weight_decay != 0, has_mom = p.momentum != 0;
-  host.parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
+  const bool has_wd = p.weight_decay != 0, has_mom = p.momentum != 0, maximize = p.maximize,
+             nesterov = p.nesterov, first = p.is_first_step;
+  host.parallel_for(0, n, kGrain, [=](int64_t b, int64_t e) {
+    T* __restrict param_ = param;  // distinct tensors: restrict lets the compiler vectorise
+    T* __restrict grad_ = grad;
+    T* __restrict buf_ = buf;
     for (int64_t d = b; d < e; ++d) {
-      M g = static_cast<M>(grad[d]);
-      const M x = static_cast<M>(param[d]);
+      M g = static_cast<M>(grad_[d]);
+      const M x = static_cast<M>(param_[d]);
       if (grad_scale) {
         g = g / static_cast<M>(*grad_scale);
-        grad[d] = static_cast<T>(g);
+        grad_[d] = static_cast<T>(g);
       }
-      if (p.maximize) g = -g;
+      if (maximize) g = -g;
       if (has_wd) g += x * wd;
       if (has_mom) {
-        M v = p.is_first_step ? g : static_cast<M>(buf[d]) * mom + g * damp;
-        buf[d] = static_cast<T>(v);
-        if (p.nesterov) g += v * mom;
+        M v = first ? g : static_cast<M>(buf_[d]) * mom + g * damp;
+        buf_[d] = static_cast<T>(v);
+        if (nesterov) g += v * mom;
         else g = v;
       }
-      param[d] = static_cast<T>(x - g * lr);
+      param_[d] = static_cast<T>(x - g * lr);
     }
   });
 }
@@ -349,31 +372,59 @@ inline void foreach(const Call& call, Foreach op, bool inplace) {
       const std::array<Operand, 4> ops{operand(outs[k], shape), operand(self[k], shape), operand(b, shape),
                                        operand(c, shape)};
       const M s = static_cast<M>(list_other ? alpha : scalars[k]);
-      for_each_row(call.host(), shape, ops, [&](const std::array<char*, 4>& p, const std::array<int64_t, 4>& st,
-                                                int64_t len) {
-        auto at = [&](int i, int64_t d) { return static_cast<M>(*reinterpret_cast<const T*>(p[i] + d * st[i])); };
-        for (int64_t d = 0; d < len; ++d) {
-          const M x = at(1, d);
-          M r;
-          switch (op) {
-            case Foreach::kSqrt: r = std::sqrt(x); break;
-            case Foreach::kNeg: r = -x; break;
-            case Foreach::kZero: r = M(0); break;
-            case Foreach::kLerp: {  // ATen's lerp: exact at both ends
-              const M y = at(2, d);
-              r = std::abs(s) < M(0.5) ? x + s * (y - x) : y - (y - x) * (M(1) - s);
-              break;
-            }
-            case Foreach::kAddcmul: r = x + s * at(2, d) * at(3, d); break;
-            case Foreach::kAddcdiv: r = x + s * (at(2, d) / at(3, d)); break;
-            default:
-              if (!list_other) r = foreach_binary(op, x, s);
-              else if (op == Foreach::kAdd || op == Foreach::kSub) r = foreach_binary(op, x, s * at(2, d));
-              else r = foreach_binary(op, x, at(2, d));
+      // f(x, y, z) per element: a loop of its own per op, unit-stride rows as plain
+      // pointer loops the compiler vectorises.
+      auto run = [&](auto f) {
+        for_each_row(call.host(), shape, ops, [&](const std::array<char*, 4>& p, const std::array<int64_t, 4>& st,
+                                                  int64_t len) {
+          constexpr int64_t es = sizeof(T);
+          T* o = reinterpret_cast<T*>(p[0]);
+          const T* x = reinterpret_cast<const T*>(p[1]);
+          const T* y = reinterpret_cast<const T*>(p[2]);
+          const T* z = reinterpret_cast<const T*>(p[3]);
+          if (st[0] == es && st[1] == es && st[2] == es && st[3] == es) {
+            for (int64_t d = 0; d < len; ++d)
+              o[d] = static_cast<T>(f(static_cast<M>(x[d]), static_cast<M>(y[d]), static_cast<M>(z[d])));
+            return;
           }
-          *reinterpret_cast<T*>(p[0] + d * st[0]) = static_cast<T>(r);
-        }
-      });
+          auto at = [&](int i, int64_t d) { return static_cast<M>(*reinterpret_cast<const T*>(p[i] + d * st[i])); };
+          for (int64_t d = 0; d < len; ++d)
+            *reinterpret_cast<T*>(p[0] + d * st[0]) = static_cast<T>(f(at(1, d), at(2, d), at(3, d)));
+        });
+      };
+      switch (op) {
+        case Foreach::kSqrt: run([](M x, M, M) { return std::sqrt(x); }); break;
+        case Foreach::kNeg: run([](M x, M, M) { return -x; }); break;
+        case Foreach::kZero: run([](M, M, M) { return M(0); }); break;
+        case Foreach::kLerp:  // ATen's lerp: exact at both ends
+          if (std::abs(s) < M(0.5)) run([s](M x, M y, M) { return x + s * (y - x); });
+          else run([s](M x, M y, M) { return y - (y - x) * (M(1) - s); });
+          break;
+        case Foreach::kAddcmul: run([s](M x, M y, M z) { return x + s * y * z; }); break;
+        case Foreach::kAddcdiv: run([s](M x, M y, M z) { return x + s * (y / z); }); break;
+        case Foreach::kAdd:
+          if (!list_other) run([s](M x, M, M) { return x + s; });
+          else if (s == M(1)) run([](M x, M y, M) { return x + y; });
+          else run([s](M x, M y, M) { return x + s * y; });
+          break;
+        case Foreach::kSub:
+          if (!list_other) run([s](M x, M, M) { return x - s; });
+          else run([s](M x, M y, M) { return x - s * y; });
+          break;
+        case Foreach::kMul:
+          if (!list_other) run([s](M x, M, M) { return x * s; });
+          else run([](M x, M y, M) { return x * y; });
+          break;
+        case Foreach::kDiv:
+          if (!list_other) run([s](M x, M, M) { return x / s; });
+          else run([](M x, M y, M) { return x / y; });
+          break;
+        case Foreach::kMaximum:
+        case Foreach::kMinimum:
+          if (!list_other) run([op, s](M x, M, M) { return foreach_binary(op, x, s); });
+          else run([op](M x, M y, M) { return foreach_binary(op, x, y); });
+          break;
+      }
     }
   });
 }

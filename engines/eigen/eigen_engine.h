@@ -238,7 +238,6 @@ enum Unary {
 };
 enum ActBackward { A_THRESHOLD, A_SIGMOID, A_TANH, A_GELU, A_SILU };
 enum Ternary { T_ADDCMUL, T_ADDCDIV, T_LERP };
-enum Foreach { F_ADD, F_SUB, F_MUL, F_DIV, F_ADDCMUL, F_ADDCDIV, F_LERP, F_SQRT, F_NEG, F_ZERO };
 enum Compare { C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE };
 enum Reduce { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_MAX_DIM, R_MIN_DIM, R_ARGMAX, R_ARGMIN, R_SUM_ALL };
 
@@ -251,7 +250,6 @@ void fill(const Call&);
 void zero(const Call&);
 void clone(const Call&);
 void copy(const Call&);
-void foreach_op(const Call&, Foreach kind, bool inplace);
 
 // ops_compare.cpp
 void compare(const Call&, Compare kind);

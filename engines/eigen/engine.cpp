@@ -10,6 +10,10 @@
 namespace sdk = openreg::sdk;
 namespace ee = eigen_engine;
 
+namespace eigen_engine {
+void register_optim_ops(sdk::EngineDef& e);  // ops_optim.cpp
+}
+
 namespace {
 
 using DL = std::initializer_list<openreg_dtype>;
@@ -144,24 +148,6 @@ sdk::EngineDef build() {
   e.op("aten::clone", all, ee::clone);
   e.op("aten::copy_", ew, ee::copy);
 
-  auto fe = [&](const std::string& op, ee::Foreach k, std::initializer_list<const char*> overloads) {
-    for (const char* ov : overloads) {
-      const std::string suffix = *ov ? std::string(".") + ov : std::string();
-      e.op("aten::_foreach_" + op + suffix, ew, [k](const sdk::Call& c) { ee::foreach_op(c, k, false); });
-      e.op("aten::_foreach_" + op + "_" + suffix, ew, [k](const sdk::Call& c) { ee::foreach_op(c, k, true); });
-    }
-  };
-  fe("add", ee::F_ADD, {"Scalar", "List"});
-  fe("sub", ee::F_SUB, {"Scalar", "List"});
-  fe("mul", ee::F_MUL, {"Scalar", "List"});
-  fe("div", ee::F_DIV, {"Scalar", "List"});
-  fe("addcmul", ee::F_ADDCMUL, {"Scalar"});
-  fe("addcdiv", ee::F_ADDCDIV, {"Scalar"});
-  fe("lerp", ee::F_LERP, {"Scalar"});
-  fe("sqrt", ee::F_SQRT, {""});
-  fe("neg", ee::F_NEG, {""});
-  e.op("aten::_foreach_zero_", ew, [](const sdk::Call& c) { ee::foreach_op(c, ee::F_ZERO, true); });
-
   // ---- linear algebra (ops_matmul.cpp)
   auto mk = [](bool batched, bool add) { return [=](const sdk::Call& c) { ee::matmul(c, batched, add); }; };
   for (const char* n : {"aten::mm", "aten::mm.out"}) e.op(n, ew, mk(false, false));
@@ -251,6 +237,8 @@ sdk::EngineDef build() {
     }
     e.op("aten::where.self_out", {sdk::dtypes::bool_}, ee::where);
   }
+  // ---- the optimizer step: fused Adam/AdamW/SGD and _foreach_ lists (ops_optim.cpp)
+  ee::register_optim_ops(e);
 
   // The kernels' instruction set is chosen here, so a bad OPENREG_EIGEN_ISA fails init with its message.
   e.on_init([](const sdk::Host& h) {

@@ -1,7 +1,8 @@
 // Elementwise kernels: binary ops with broadcasting and alpha, unary ops and
-// their backward ops, the optimizer's ternary ops, fill/zero/clone/copy and the
-// _foreach_ lists. Contiguous rows of float/double go through vectorised Eigen
-// array expressions; everything else through the SDK's strided row walk.
+// their backward ops, the optimizer's ternary ops and fill/zero/clone/copy (the
+// _foreach_ lists are the SDK's: ops_optim.cpp). Contiguous rows of float/double
+// go through vectorised Eigen array expressions; everything else through the
+// SDK's strided row walk.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -492,83 +493,6 @@ void copy(const Call& call) {
       convert_t<T, S>(call.host(), out, src);
     });
   });
-}
-
-// _foreach_<op>[_].{Scalar,List}: lists of tensors, each handled by the
-// elementwise kernels above. In-place forms write the self list (no outputs).
-void foreach_op(const Call& call, Foreach kind, bool inplace) {
-  std::vector<Tensor> self = call.tensor_list(0);
-  const size_t n = self.size();
-  std::vector<Tensor> outs;
-  if (inplace) {
-    outs = self;
-  } else {
-    OPENREG_SDK_CHECK(call.num_outputs() == static_cast<int>(n), call.op_name(), ": ", call.num_outputs(),
-                      " outputs for ", n, " tensors");
-    for (size_t k = 0; k < n; ++k) outs.push_back(call.output(static_cast<int>(k)));
-  }
-  std::vector<Tensor> l1, l2;
-  double scalar = 0, alpha = 1;
-  bool list_other = false;
-  switch (kind) {
-    case F_ADD:
-    case F_SUB:
-    case F_MUL:
-    case F_DIV:
-      if (call.kind(1) == OPENREG_VALUE_TENSOR_LIST) {
-        list_other = true;
-        l1 = call.tensor_list(1);
-        if ((kind == F_ADD || kind == F_SUB) && call.num_args() > 2 && call.kind(2) != OPENREG_VALUE_TENSOR_LIST)
-          alpha = call.scalar_or(2, 1.0);
-      } else {
-        OPENREG_SDK_REQUIRE(call.kind(1) != OPENREG_VALUE_TENSOR, call.op_name(), ": tensor operand");
-        scalar = call.scalar(1);
-      }
-      break;
-    case F_ADDCMUL:
-    case F_ADDCDIV:
-      l1 = call.tensor_list(1);
-      l2 = call.tensor_list(2);
-      OPENREG_SDK_REQUIRE(call.kind(3) != OPENREG_VALUE_TENSOR && call.kind(3) != OPENREG_VALUE_TENSOR_LIST &&
-                              call.kind(3) != OPENREG_VALUE_DOUBLE_LIST,
-                          call.op_name(), ": scalar list or tensor value");
-      scalar = call.scalar_or(3, 1.0);
-      break;
-    case F_LERP:
-      l1 = call.tensor_list(1);
-      OPENREG_SDK_REQUIRE(call.kind(2) != OPENREG_VALUE_TENSOR_LIST, call.op_name(), ": weight list");
-      scalar = call.scalar(2);
-      break;
-    default: break;
-  }
-  OPENREG_SDK_CHECK((l1.empty() || l1.size() == n) && (l2.empty() || l2.size() == n), call.op_name(),
-                    ": lists of different lengths");
-  // Check every tensor before writing any.
-  for (size_t k = 0; k < n; ++k) {
-    require_dtype(call, outs[k], self[k], "self item");
-    if (!l1.empty()) require_dtype(call, outs[k], l1[k], "list item");
-    if (!l2.empty()) require_dtype(call, outs[k], l2[k], "list item");
-    if (!inplace) require_dtype(call, self[0], outs[k], "output");
-    sdk::dispatch<float, double, sdk::bfloat16>(outs[k].dtype(), "foreach", [](auto) {});
-  }
-  for (size_t k = 0; k < n; ++k) {
-    dispatch_ew(outs[k].dtype(), "foreach", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const sdk::Host& h = call.host();
-      switch (kind) {
-        case F_ADD: binary_t<T>(h, B_ADD, outs[k], self[k], list_other ? &l1[k] : nullptr, scalar, alpha); break;
-        case F_SUB: binary_t<T>(h, B_SUB, outs[k], self[k], list_other ? &l1[k] : nullptr, scalar, alpha); break;
-        case F_MUL: binary_t<T>(h, B_MUL, outs[k], self[k], list_other ? &l1[k] : nullptr, scalar, 1.0); break;
-        case F_DIV: binary_t<T>(h, B_DIV, outs[k], self[k], list_other ? &l1[k] : nullptr, scalar, 1.0); break;
-        case F_ADDCMUL: ternary_t<T>(h, T_ADDCMUL, outs[k], self[k], l1[k], &l2[k], scalar); break;
-        case F_ADDCDIV: ternary_t<T>(h, T_ADDCDIV, outs[k], self[k], l1[k], &l2[k], scalar); break;
-        case F_LERP: ternary_t<T>(h, T_LERP, outs[k], self[k], l1[k], nullptr, scalar); break;
-        case F_SQRT: unary_t<T>(h, U_SQRT, outs[k], self[k], UnaryParams{}); break;
-        case F_NEG: unary_t<T>(h, U_NEG, outs[k], self[k], UnaryParams{}); break;
-        case F_ZERO: fill_t<T>(h, outs[k], 0.0); break;
-      }
-    });
-  }
 }
 
 }  // namespace eigen_engine

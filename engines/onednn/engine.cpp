@@ -11,6 +11,8 @@
 
 namespace onednn_engine {
 
+void register_optim_ops(openreg::sdk::EngineDef& e);  // ops_optim.cpp
+
 namespace {
 dnnl::engine* g_engine = nullptr;
 sdk::Host g_host;
@@ -228,6 +230,9 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
         e.op(n, {f32, bf16, f64}, oe::guarded(oe::pow_scalar));
       e.op("aten::silu_backward", {f32, bf16, f64}, oe::guarded(oe::silu_backward));
     }
+    // ---- the optimizer step: fused Adam/AdamW/SGD and _foreach_ lists (ops_optim.cpp)
+    oe::register_optim_ops(e);
+
     e.on_init([](const sdk::Host& h) {
       oe::g_host = h;
       oe::g_engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);

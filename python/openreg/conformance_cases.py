@@ -205,6 +205,7 @@ def family_for(op):
     # The families register themselves on import (here: they import this module).
     from . import conformance_cases_elementwise, conformance_cases_indexing, conformance_cases_reducing  # noqa: F401
     from . import conformance_cases_misc  # noqa: F401
+    from . import conformance_cases_optim  # noqa: F401
 
     return FAMILIES.get(_root(op))
 

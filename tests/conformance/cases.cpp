@@ -706,8 +706,12 @@ std::vector<Case> foreach_op(const Name& n, openreg_dtype d) {
   if (ternary_op) list(op == "addcdiv" ? Domain::Positive : Domain::Any);
   if (n.overload == "Scalar") c.args.push_back(Arg::scalar(op == "lerp" ? 0.3 : -0.75));
   if (n.overload == "List" && (op == "add" || op == "sub")) c.args.push_back(Arg::scalar(0.5));
-  if (n.overload == "ScalarList") c.args.push_back(Arg{});  // unsupported below
-  if (n.overload == "ScalarList") return {};
+  if (n.overload == "ScalarList") {  // one Scalar per member
+    Arg a;
+    a.kind = OPENREG_VALUE_DOUBLE_LIST;
+    a.doubles = {-0.75, 1.25, 2.0, 0.5};
+    c.args.push_back(a);
+  }
   if (n.inplace) {
     c.num_outputs = 0;
     c.mutated = self;
@@ -715,6 +719,77 @@ std::vector<Case> foreach_op(const Name& n, openreg_dtype d) {
     c.num_outputs = static_cast<int>(shapes.size());
   }
   return {c};
+}
+
+// ------------------------------------------------------ fused optimizer steps
+
+// _fused_adam_, _fused_adamw_, _fused_sgd_ (and .tensor_lr): one step over lists of
+// four tensors of different sizes, with each option. State steps, lr, grad_scale are
+// float32 tensors in [0.25, 3]; found_inf is 0 (1, which skips the step, has a case
+// in python/openreg/conformance_cases_optim.py).
+std::vector<Case> fused_optim(const Name& n, openreg_dtype d) {
+  const bool sgd = n.root == "_fused_sgd";
+  const std::vector<Shape> shapes{{5, 7}, {11}, {}, {37, 41}};
+  struct Options {
+    std::string label;
+    bool amsgrad_or_nesterov, maximize;
+    double weight_decay;
+    bool amp, first_step;
+  };
+  const std::vector<Options> table{{"plain", false, false, 0, false, false},
+                                   {sgd ? "nesterov, weight_decay" : "amsgrad, weight_decay", true, false, 0.05, false, false},
+                                   {"maximize, grad_scale, found_inf 0", false, true, 0.01, true, false},
+                                   {sgd ? "first step" : "amsgrad, maximize", true, true, 0, false, true}};
+  std::vector<Case> cases;
+  for (const Options& o : table) {
+    Builder b("4 tensors of 5x7, 11, 0-dim, 37x41: " + o.label);
+    Case& c = b.c;
+    c.num_outputs = 0;
+    auto list = [&](Domain dom, bool present) {
+      std::vector<int> idx;
+      for (size_t k = 0; present && k < shapes.size(); ++k) {
+        c.tensors.push_back(T(d, shapes[k], Layout::Contiguous, dom));
+        idx.push_back(static_cast<int>(c.tensors.size()) - 1);
+        c.mutated.push_back(idx.back());
+      }
+      c.args.push_back(Arg::tensor_list(idx));
+    };
+    auto f32 = [&](Domain dom) {
+      TensorSpec t = T(dt::float32, {}, Layout::Contiguous, dom);
+      t.hi = 1;  // Domain::Index: 0
+      return t;
+    };
+    auto lr = [&](double v) {
+      if (n.overload == "tensor_lr") b.tensor(f32(Domain::Positive));
+      else b.arg(Arg::real(v));
+    };
+    list(Domain::Any, true);  // params
+    list(Domain::Any, true);  // grads (unscaled in place with grad_scale)
+    if (sgd) {
+      list(Domain::Any, true);  // momentum buffers
+      b.arg(Arg::real(o.weight_decay)).arg(Arg::real(0.9));
+      lr(0.1);
+      b.arg(Arg::real(0.1)).arg(Arg::boolean(o.amsgrad_or_nesterov)).arg(Arg::boolean(o.maximize));
+      b.arg(Arg::boolean(o.first_step));
+    } else {
+      list(Domain::Any, true);                           // exp_avgs
+      list(Domain::Positive, true);                      // exp_avg_sqs
+      list(Domain::Positive, o.amsgrad_or_nesterov);     // max_exp_avg_sqs
+      std::vector<int> steps;
+      for (size_t k = 0; k < shapes.size(); ++k) {
+        c.tensors.push_back(f32(Domain::Positive));
+        steps.push_back(static_cast<int>(c.tensors.size()) - 1);
+      }
+      c.args.push_back(Arg::tensor_list(steps));
+      lr(0.01);
+      b.arg(Arg::real(0.9)).arg(Arg::real(0.999)).arg(Arg::real(o.weight_decay)).arg(Arg::real(1e-8));
+      b.arg(Arg::boolean(o.amsgrad_or_nesterov)).arg(Arg::boolean(o.maximize));
+    }
+    b.optional_tensor(o.amp, f32(Domain::Positive));  // grad_scale
+    b.optional_tensor(o.amp, f32(Domain::Index));     // found_inf
+    cases.push_back(b.done());
+  }
+  return cases;
 }
 
 // ------------------------------------------------------ indexing and joining
@@ -835,8 +910,10 @@ const std::map<std::string, FamilyInfo>& families() {
                            "avg_pool2d_backward"})
       t[op] = {pooling, &kFloats};
     for (const char* op : {"_foreach_add", "_foreach_sub", "_foreach_mul", "_foreach_div", "_foreach_addcmul",
-                           "_foreach_addcdiv", "_foreach_lerp", "_foreach_sqrt", "_foreach_neg", "_foreach_zero"})
+                           "_foreach_addcdiv", "_foreach_lerp", "_foreach_sqrt", "_foreach_neg", "_foreach_zero",
+                           "_foreach_maximum", "_foreach_minimum"})
       t[op] = {foreach_op, &kFloats};
+    for (const char* op : {"_fused_adam", "_fused_adamw", "_fused_sgd"}) t[op] = {fused_optim, &kFloats};
     t["index_select"] = {index_select, &kAll};
     t["cat"] = {cat, &kAll};
     t["where"] = {where, &kBool};

@@ -71,3 +71,112 @@ def test_optimizer_steps_match_cpu(device, name, foreach):
                 assert diff <= TOL, f"optimizer state {key}: max abs diff {diff}"
             elif isinstance(v_cpu, torch.Tensor):  # Adam's scalar `step`
                 assert float(v_dev) == float(v_cpu), key
+
+
+# ---------------------------------------------------------------------------
+# torch.optim's foreach and fused paths: the same results as the same optimizer on
+# CPU, and a step that reaches the engine as a number of calls that does not grow
+# with the number of parameters.
+
+PATHS = {
+    "foreach_default": dict(foreach=None),
+    "foreach": dict(foreach=True),
+    "fused": dict(fused=True),
+}
+
+GROUP_OPTIMIZERS = {
+    "adamw": lambda params, **kw: torch.optim.AdamW(params, lr=1e-2, weight_decay=0.05, **kw),
+    "adam": lambda params, **kw: torch.optim.Adam(params, lr=1e-2, **kw),
+    "adam_amsgrad_wd": lambda params, **kw: torch.optim.Adam(params, lr=1e-2, amsgrad=True, weight_decay=0.01, **kw),
+    "sgd_momentum": lambda params, **kw: torch.optim.SGD(params, lr=0.1, momentum=0.9, **kw),
+    "sgd_nesterov_wd": lambda params, **kw: torch.optim.SGD(
+        params, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01, **kw),
+}
+
+
+def _layers(n):
+    """n Linear layers of different widths: 2n parameters of different sizes."""
+    widths = [3 + 2 * i for i in range(n + 1)]
+    return nn.Sequential(*[nn.Linear(widths[i], widths[i + 1]) for i in range(n)])
+
+
+def _set_grads(params, step):
+    """Gradients from a seeded generator, the same on every device: the comparison
+    is of the optimizers alone, not of a backward's rounding."""
+    g = torch.Generator().manual_seed(100 + step)
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=g).to(p.device)
+
+
+@pytest.mark.parametrize("path", list(PATHS), ids=str)
+@pytest.mark.parametrize("name", list(GROUP_OPTIMIZERS), ids=str)
+def test_foreach_and_fused_match_cpu(device, name, path):
+    torch.manual_seed(0)
+    cpu_model = _layers(3)
+    dev_model = copy.deepcopy(cpu_model).to(device)
+    cpu_opt = GROUP_OPTIMIZERS[name](list(cpu_model.parameters()), **PATHS[path])
+    dev_opt = GROUP_OPTIMIZERS[name](list(dev_model.parameters()), **PATHS[path])
+    initial = [p.detach().clone() for p in cpu_model.parameters()]
+    for step in range(4):
+        _set_grads(cpu_model.parameters(), step)
+        _set_grads(dev_model.parameters(), step)
+        cpu_opt.step()
+        dev_opt.step()
+        for i, (p, q) in enumerate(zip(cpu_model.parameters(), dev_model.parameters())):
+            assert q.device.type == "openreg"
+            torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=1e-6, atol=1e-7,
+                                       msg=lambda m: f"step {step}, parameter {i}: {m}")
+    moved = max((p.detach() - p0).abs().max().item() for p, p0 in zip(cpu_model.parameters(), initial))
+    assert moved > 1e-2
+
+
+def test_fused_adamw_grad_scale_and_found_inf_match_cpu(device):
+    """AMP's arguments: grads unscaled in place; found_inf=1 leaves everything untouched."""
+    torch.manual_seed(0)
+    shapes = [(5, 7), (11,), ()]
+    g = torch.Generator().manual_seed(3)
+    cpu = [[torch.randn(s, generator=g) for s in shapes] for _ in range(3)]
+    cpu.append([torch.rand(s, generator=g) for s in shapes])
+    steps = [torch.tensor(2.0) for _ in shapes]
+    for found in (0.0, 1.0):
+        c = [[t.clone() for t in lst] for lst in cpu]
+        d = [[t.to(device) for t in lst] for lst in cpu]
+        kw = dict(lr=0.01, beta1=0.9, beta2=0.99, weight_decay=0.1, eps=1e-8, amsgrad=False, maximize=True)
+        torch._fused_adamw_(*c, [], steps, grad_scale=torch.tensor(4.0), found_inf=torch.tensor(found), **kw)
+        torch._fused_adamw_(*d, [], [s.to(device) for s in steps], grad_scale=torch.tensor(4.0, device=device),
+                            found_inf=torch.tensor(found, device=device), **kw)
+        for lc, ld, l0 in zip(c, d, cpu):
+            for tc, td, t0 in zip(lc, ld, l0):
+                torch.testing.assert_close(td.cpu(), tc, rtol=1e-6, atol=1e-7)
+                if found == 1.0:
+                    assert torch.equal(td.cpu(), t0)
+
+
+def _engine_calls(openreg):
+    """Calls that reached an engine (the host's reference path included), by op."""
+    return {op: sum(by.values()) for op, by in openreg.stats().items()}
+
+
+@pytest.mark.parametrize("path", list(PATHS), ids=str)
+@pytest.mark.parametrize("name", ["adamw", "adam_amsgrad_wd", "sgd_nesterov_wd"], ids=str)
+def test_step_calls_do_not_grow_with_parameters(device, openreg, name, path):
+    """A step is a bounded number of engine calls: the same for 4 and 16 parameters,
+    on engines that serve the foreach and fused ops (aten_ref alone decomposes them)."""
+    chain = openreg.info()["chain"]
+    if chain[0] == "aten_ref":
+        pytest.skip("the reference engine runs the foreach ops' per-tensor loop")
+    counts = []
+    for layers in (2, 8):
+        model = _layers(layers).to(device)
+        opt = GROUP_OPTIMIZERS[name](list(model.parameters()), **PATHS[path])
+        for step in range(3):
+            _set_grads(model.parameters(), step)
+            openreg.reset_stats()
+            opt.step()
+        calls = _engine_calls(openreg)  # the third step: state exists
+        # Whole lists only: no per-tensor op, nothing on the host's reference path.
+        assert all(op.startswith(("aten::_foreach_", "aten::_fused_")) for op in calls), calls
+        assert not any("host_ref" in by or "aten_ref" in by for by in openreg.stats().values()), openreg.stats()
+        counts.append(sum(calls.values()))
+    assert counts[0] == counts[1], counts
+    assert counts[0] <= 12, counts

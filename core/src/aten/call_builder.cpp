@@ -163,7 +163,13 @@ CallBuilder::CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c1
           out.u.tensors = {arena_.tensor_items.data() + first, int64_t(list.size())};
         } else if (kind == ArgKind::kDoubleList || v.isDoubleList()) {
           const size_t first = arena_.doubles.size();
-          for (const auto& item : list) arena_.doubles.push_back(item.toDouble());
+          for (const auto& item : list) {  // float[], or Scalar[] of ints, bools and floats
+            TORCH_CHECK(item.isDouble() || item.isInt() || item.isBool(), "openreg: ", plan.name, ": argument ", i,
+                        " holds a ", item.tagKind(), " scalar, which the engine ABI cannot carry");
+            arena_.doubles.push_back(item.isDouble() ? item.toDouble()
+                                     : item.isInt()  ? static_cast<double>(item.toInt())
+                                                     : static_cast<double>(item.toBool()));
+          }
           out.kind = OPENREG_VALUE_DOUBLE_LIST;
           out.u.doubles = {arena_.doubles.data() + first, int64_t(list.size())};
         } else {

@@ -42,7 +42,8 @@ ArgKind kind_of(const c10::Argument& arg) {
         case c10::TypeKind::TensorType: return ArgKind::kTensorList;
         case c10::TypeKind::IntType:
         case c10::TypeKind::SymIntType: return ArgKind::kIntList;
-        case c10::TypeKind::FloatType: return ArgKind::kDoubleList;
+        case c10::TypeKind::FloatType:
+        case c10::TypeKind::NumberType: return ArgKind::kDoubleList;  // Scalar[] (_foreach_*.ScalarList)
         case c10::TypeKind::BoolType: return ArgKind::kBoolList;
         default: return ArgKind::kOther;
       }
@@ -76,7 +77,12 @@ std::unique_ptr<OpPlan> make_plan(const c10::FunctionSchema& schema) {
     ArgKind kind = kind_of(args[i]);
     plan->arg_kinds.push_back(kind);
     if (kind == ArgKind::kTensor || kind == ArgKind::kTensorList) plan->tensor_args.push_back(static_cast<int>(i));
-    plan->number_arg.push_back(!value_shaped && kind == ArgKind::kScalar);
+    // Scalar[] (the _foreach_ ScalarList overloads: bias corrections that change every
+    // optimizer step) counts as numbers too.
+    const auto& type = args[i].type();
+    const bool scalar_list = type->kind() == c10::TypeKind::ListType &&
+                             type->castRaw<c10::ListType>()->getElementType()->kind() == c10::TypeKind::NumberType;
+    plan->number_arg.push_back(!value_shaped && (kind == ArgKind::kScalar || scalar_list));
     const auto* info = args[i].alias_info();
     if (info && info->isWrite() && kind == ArgKind::kTensor) plan->written_args.push_back(static_cast<int>(i));
   }

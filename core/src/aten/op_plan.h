@@ -41,8 +41,8 @@ struct OpPlan {
   std::vector<int> tensor_args;       // indices of Tensor / Tensor-list arguments
   std::vector<int> return_alias;      // per return: the argument it writes to, or -1
   std::vector<int> written_args;      // arguments written in place (Tensor(a!))
-  // Per argument: a Scalar whose value cannot change the outputs' metadata, only
-  // its type can (all Scalars but arange's and range's).
+  // Per argument: a Scalar (or Scalar[]) whose value cannot change the outputs'
+  // metadata, only its type can (all Scalars but arange's and range's).
   std::vector<bool> number_arg;
   bool reference_only = false;        // returns what engines cannot produce
   std::string reference_reason;       // "returns a view", ...

@@ -7,6 +7,7 @@
 #include "../runtime/runtime.h"
 #include "call_builder.h"
 #include "call_checks.h"
+#include "composite_route.h"
 #include "engine_error.h"
 #include "op_plan.h"
 #include "output_sizing.h"
@@ -105,9 +106,16 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (dev != current_device()) guard.reset_device(device);
   lazy_init();
 
+  // Ops with a per-tensor decomposition (_foreach_*) take it unless an engine ahead
+  // of the reference engine serves them: its small ops then route one by one.
+  const bool composite = has_composite_route(plan.name) && wants_composite_route(op);
+  if (composite && plan.reference_only) return run_composite(op, stack);
   if (plan.reference_only) return run_reference_only(plan, op, stack, device);
 
   Route* route = route_for(plan, dtype, has_dtype);
+  if (composite && (route->candidates.empty() || !engine_serves(route->candidates[0]))) {
+    return run_composite(op, stack);
+  }
   TORCH_CHECK(!route->candidates.empty(), route_table().uncovered_message(*route));
 
   // Outputs: sized by the Meta kernel (cached) and allocated here, or, for
@@ -144,6 +152,7 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (size_t k = 0; k < route->candidates.size(); ++k) {
     const size_t i = first == 0 ? k : k == 0 ? first : k <= static_cast<size_t>(first) ? k - 1 : k;
     const auto& cand = route->candidates[i];
+    if (composite && !engine_serves(cand)) continue;  // its per-tensor loop instead, below
     call.op_index = cand.op_index;
     std::string msg;
     const auto start = timing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -179,6 +188,10 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
     return;
   }
+  if (composite) {  // every engine that serves it declined
+    if (verbosity() >= 1) log_line(plan.name + ": per-tensor loop" + declined);
+    return run_composite(op, stack);
+  }
   TORCH_CHECK(false, route_table().uncovered_message(*route), declined);
 }
 
@@ -199,7 +212,10 @@ namespace {
 //  - ops whose composite kernel sends unknown backends to *_overrideable stubs
 //    that only raise (convolution, convolution_backward);
 //  - native_layer_norm, whose CompositeExplicitAutograd kernel would split it
-//    into native_batch_norm + addcmul, so engines never saw a layer norm.
+//    into native_batch_norm + addcmul, so engines never saw a layer norm;
+//  - the _foreach_* ops, whose CompositeExplicitAutograd loop would send the
+//    optimizer's step to engines as several ops per tensor; route_call still runs
+//    that loop when no engine serves them (composite_route.h).
 struct RegisterDirectRoutes {
   RegisterDirectRoutes() {
     static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
@@ -212,7 +228,7 @@ struct RegisterDirectRoutes {
                         op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
       bool overrideable = name.name == "aten::convolution" || name.name == "aten::convolution_backward" ||
                           name.name == "aten::native_layer_norm";
-      if (!structured && !overrideable) continue;
+      if (!structured && !overrideable && !wants_composite_route(*op)) continue;
       if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
       std::string full = name.name.substr(6);
       if (!name.overload_name.empty()) full += "." + name.overload_name;

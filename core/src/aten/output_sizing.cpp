@@ -80,6 +80,13 @@ bool signature_key(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, std::str
       if (!w.tensor(v.toTensor())) return false;
     } else if (plan.number_arg[i] && (v.isInt() || v.isDouble() || v.isBool() || v.isComplexDouble())) {
       w.put<char>(v.isInt() ? 'I' : v.isDouble() ? 'F' : v.isBool() ? 'B' : 'C');
+    } else if (plan.number_arg[i] && v.isList()) {  // Scalar[]: the kinds, not the values
+      w.put<char>('[');
+      for (const auto& item : v.toListRef()) {
+        if (!(item.isInt() || item.isDouble() || item.isBool() || item.isComplexDouble())) return false;
+        w.put<char>(item.isInt() ? 'I' : item.isDouble() ? 'F' : item.isBool() ? 'B' : 'C');
+      }
+      w.put<char>(']');
     } else if (v.isInt()) {
       w.put<char>('i');
       w.put(v.toInt());

@@ -874,6 +874,113 @@ std::vector<Case> where(const Name& n, openreg_dtype d) {
   return variant(n, "aten::where.self", cases);
 }
 
+// ------------------------------------------------------------ tensor plumbing
+
+// tril/triu(self, diagonal): each diagonal sign, batched, strided, empty, parallel.
+std::vector<Case> triangle(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  auto add = [&](std::string label, TensorSpec self, int64_t diagonal, bool strided_out = false) {
+    Builder b(std::move(label));
+    b.tensor(std::move(self)).arg(Arg::integer(diagonal));
+    b.c.strided_outputs = strided_out;
+    cases.push_back(b.done());
+  };
+  add("5x7 diagonal 0", T(d, {5, 7}), 0);
+  add("7x5 diagonal 2", T(d, {7, 5}), 2);
+  add("5x7 diagonal -1", T(d, {5, 7}), -1);
+  add("3x5x7 batched diagonal 1, strided output", T(d, {3, 5, 7}), 1, true);
+  add("11x13 transposed diagonal -3", T(d, {11, 13}, Layout::Transposed), -3);
+  add("5x7x11 strided+offset diagonal 4", T(d, {5, 7, 11}, Layout::Gapped), 4);
+  add("zero-size 0x3", T(d, {0, 3}), 0);
+  add("257x263 (parallel path)", T(d, {257, 263}), 1);
+  return variant(n, twin_of(n, ""), cases);
+}
+
+// isneginf/isposinf(self): the unary shapes (bool outputs).
+std::vector<Case> inf_test(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  for (const auto& s : unary_shapes()) {
+    Builder b(s.label);
+    b.tensor(T(d, s.shape, s.layout));
+    b.c.strided_outputs = s.strided_out;
+    cases.push_back(b.done());
+  }
+  return variant(n, twin_of(n, ""), cases);
+}
+
+// all/any: self only (.all_out too), one dim (.dim, .out), a dim list (.dims).
+std::vector<Case> all_any(const Name& n, openreg_dtype d) {
+  const bool whole = n.overload.empty() || n.overload == "all_out";
+  const bool list = n.overload == "dims" || n.overload == "dims_out";
+  std::vector<Case> cases;
+  auto add = [&](std::string label, TensorSpec self, std::vector<int64_t> dims, bool keepdim) {
+    Builder b(std::move(label));
+    b.tensor(std::move(self));
+    if (!whole) {
+      if (list) b.arg(Arg::int_list(std::move(dims)));
+      else b.arg(Arg::integer(dims.at(0)));
+      b.arg(Arg::boolean(keepdim));
+    }
+    cases.push_back(b.done());
+  };
+  add("5x7x11 dim 1", T(d, {5, 7, 11}), {1}, false);
+  add("5x7x11 dim -1 keepdim", T(d, {5, 7, 11}), {-1}, true);
+  add("11x13 transposed dim 0", T(d, {11, 13}, Layout::Transposed), {0}, false);
+  add("5x7x11 strided+offset dim 2", T(d, {5, 7, 11}, Layout::Gapped), {2}, false);
+  add("zero-size 0x3 dim 0", T(d, {0, 3}), {0}, false);
+  add("257x263 dim 1", T(d, {257, 263}), {1}, false);
+  if (list) add("5x7x11 dims 0,2", T(d, {5, 7, 11}), {0, 2}, false);
+  std::string twin = "aten::" + n.root + (whole ? "" : list ? ".dims" : ".dim");
+  return variant(n, twin, cases);
+}
+
+// arange.start_out(start, end, step, *, out): out already has the result's length,
+// so the case passes it like an in-place argument (nothing to size).
+std::vector<Case> arange(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  if (n.overload != "start_out" || d.code == OPENREG_DTYPE_CODE_BOOL) return cases;
+  auto add = [&](std::string label, double start, double end, double step, int64_t length) {
+    Builder b(std::move(label));
+    if (is_float(d)) b.arg(Arg::scalar(start)).arg(Arg::scalar(end)).arg(Arg::scalar(step));
+    else b.arg(Arg::scalar_int(static_cast<int64_t>(start))).arg(Arg::scalar_int(static_cast<int64_t>(end)))
+             .arg(Arg::scalar_int(static_cast<int64_t>(step)));
+    b.tensor(T(d, {length}));
+    Case c = b.done();
+    c.num_outputs = 1;
+    c.inplace_arg = 3;
+    c.strided_outputs = false;
+    cases.push_back(c);
+  };
+  add("0 to 10 step 1", 0, 10, 1, 10);
+  add("2 to 50 step 3", 2, 50, 3, 16);
+  add("10 to -10 step -2", 10, -10, -2, 10);
+  if (is_float(d)) add("-3 to 7.5 step 0.5", -3, 7.5, 0.5, 21);
+  add("0 to 40000 step 1 (parallel path)", 0, 40000, 1, 40000);
+  return cases;
+}
+
+// embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+std::vector<Case> embedding_backward(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  auto add = [&](std::string label, Shape grad, Shape index_shape, int64_t num_weights, int64_t padding_idx,
+                 bool by_freq, Layout layout = Layout::Contiguous) {
+    Builder b(std::move(label));
+    b.tensor(T(d, std::move(grad), layout));
+    TensorSpec index = T(dt::int64, std::move(index_shape), Layout::Contiguous, Domain::Index);
+    index.hi = num_weights;
+    b.tensor(index).arg(Arg::integer(num_weights)).arg(Arg::integer(padding_idx)).arg(Arg::boolean(by_freq));
+    b.c.tol_scale = 10;
+    cases.push_back(b.done());
+  };
+  add("4x9 tokens of 16, 11 rows", {4, 9, 16}, {4, 9}, 11, -1, false);
+  add("padding_idx 3", {4, 9, 16}, {4, 9}, 11, 3, false);
+  add("scale_grad_by_freq", {4, 9, 16}, {4, 9}, 11, -1, true);
+  add("transposed grad 13x7", {13, 7}, {13}, 5, -1, false, Layout::Transposed);
+  add("no tokens", {0, 16}, {0}, 11, -1, false);
+  add("512 tokens of 64, 1000 rows (parallel path)", {512, 64}, {512}, 1000, -1, false);
+  return variant(n, "aten::embedding_dense_backward", cases);
+}
+
 using Family = std::function<std::vector<Case>(const Name&, openreg_dtype)>;
 
 struct FamilyInfo {
@@ -917,6 +1024,12 @@ const std::map<std::string, FamilyInfo>& families() {
     t["index_select"] = {index_select, &kAll};
     t["cat"] = {cat, &kAll};
     t["where"] = {where, &kBool};
+    for (const char* op : {"tril", "triu"}) t[op] = {triangle, &kAll};
+    for (const char* op : {"isneginf", "isposinf"}) t[op] = {inf_test, &kNumeric};
+    for (const char* op : {"all", "any"}) t[op] = {all_any, &kAll};
+    t["arange"] = {arange, &kNumeric};
+    t["embedding_dense_backward"] = {embedding_backward, &kFloats};
+    for (const char* op : {"bitwise_and", "bitwise_or", "bitwise_xor"}) t[op] = {binary, &kAll};
     return t;
   }();
   return table;

@@ -177,7 +177,9 @@ def report_lines(results, args, machine):
         lines.append(f"engine {r['engine']} {r['version']}: chain {' -> '.join(r['chain'])}  ")
     lines.append("ratio = openreg step time / torch CPU step time: below 1.0x the device is faster. "
                  "Train: forward, backward and AdamW; infer: forward under no_grad, eval mode. "
-                 "`*`: some ops of the step were served by a later engine of the chain.")
+                 "`*`: some ops of the step were served by a later engine of the chain. "
+                 "The torch CPU column is measured in the first engine's process; each ratio is against "
+                 "torch CPU measured alternately in its own process.")
     lines.append("")
     import model_zoo
     for name in args.models:

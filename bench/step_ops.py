@@ -23,21 +23,21 @@ sys.path.insert(0, HERE)
 
 
 def main():
-    import model_zoo
-
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--engine", default=None, help="OPENREG_ENGINE (name or path)")
-    p.add_argument("--model", default="digits CNN", help="one of: " + ", ".join(model_zoo.MODELS))
+    p.add_argument("--model", default="digits CNN", help="one of bench/model_zoo.py's MODELS")
     p.add_argument("--mode", default="train", choices=("train", "infer"))
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     p.add_argument("--by-op", action="store_true", help="one row per op, all shapes together")
     args = p.parse_args()
+    if args.engine:  # before openreg is imported (model_zoo imports it)
+        os.environ["OPENREG_ENGINE"] = args.engine
+    import model_zoo
+
     if args.model not in model_zoo.MODELS:
         p.error(f"unknown model {args.model!r} (known: {', '.join(model_zoo.MODELS)})")
-    if args.engine:
-        os.environ["OPENREG_ENGINE"] = args.engine
     import torch
     import openreg
     from torch.profiler import ProfilerActivity, profile

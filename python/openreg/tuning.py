@@ -18,6 +18,10 @@ engine the table measured, in the default order, with the table's preferences.
 A table made for other engine builds (a file's size or time changed) is
 ignored with a warning. ``OPENREG_ROUTES=off`` ignores the table;
 ``OPENREG_ROUTES=<path>`` reads and writes that file instead.
+
+Known limit: with a table present, ``OPENREG_ENGINE`` and ``OPENREG_ROUTES`` are read
+when openreg is imported (the table is handed over then), not when the device is
+first used; set them before ``import torch``.
 """
 
 import datetime

@@ -133,3 +133,18 @@ def test_projections_still_run_through_aten():
     out, _ = ref(x)
     out_d, _ = dev(x.to("openreg"))
     _close(out_d, out, "output with proj_size")
+
+
+def test_double_backward_matches_cpu():
+    # A gradient penalty: the input's gradient, taken with create_graph=True,
+    # differentiated again down to the weights.
+    ref, dev = _pair(num_layers=2)
+    x = torch.randn(4, 2, 6, requires_grad=True)
+    x_d = x.detach().to("openreg").requires_grad_()
+    for model, inp in ((ref, x), (dev, x_d)):
+        out, (h, c) = model(inp)
+        (g,) = torch.autograd.grad(out.square().sum() + c.sum(), inp, create_graph=True)
+        g.square().sum().backward()
+    _close(x_d.grad, x.grad, "second-order gradient of the input")
+    for (name, p), p_d in zip(ref.named_parameters(), dev.parameters()):
+        _close(p_d.grad, p.grad, f"second-order gradient of {name}")

@@ -17,12 +17,13 @@
 //
 // Configurations this does not cover (projections, packed sequences, or a
 // call that doesn't look like nn.LSTM's) run ATen's composite as before.
-// The backward is not differentiable again (create_graph=True through an
-// LSTM), as on CPU, where oneDNN's layer backward isn't either.
+// With create_graph=True the backward runs the layer again under autograd,
+// step by step, so that the gradient is differentiable as on CPU.
 #include "../runtime/runtime.h"
 
 #include <ATen/ATen.h>
 #include <ATen/ops/lstm_native.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
@@ -38,37 +39,79 @@ using torch::autograd::variable_list;
 // reverse: the backward direction of a bidirectional layer (steps T-1 .. 0).
 // keep_for_backward: false when autograd won't call backward (no input needs a
 // gradient, or grad mode is off), so the forward keeps nothing.
+struct LayerRun {
+  Tensor y, h_n, c_n;
+  std::vector<Tensor> c, gates;  // per step, in time order: cell state, activated gates
+};
+
+// One layer, step by step, with whatever autograd mode the caller is in.
+LayerRun run_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
+                   const std::optional<Tensor>& b_ih, const std::optional<Tensor>& b_hh, bool reverse) {
+  const int64_t steps = x.size(0);
+  // Both biases go to the cell, as ATen's own cells pass them: the cell's
+  // double-backward formula is wrong for hidden_bias when input_bias is None
+  // (PyTorch 2.13), so the projection takes no bias.
+  const Tensor x_gates = at::linear(x, w_ih);
+  const Tensor w_hh_t = w_hh.t();
+  LayerRun r;
+  std::vector<Tensor> h(steps);
+  r.c.resize(steps), r.gates.resize(steps);
+  Tensor h_prev = h0, c_prev = c0;
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t t = reverse ? steps - 1 - s : s;
+    auto [hy, cy, ws] = at::_thnn_fused_lstm_cell(x_gates[t], at::mm(h_prev, w_hh_t), c_prev, b_ih, b_hh);
+    h[t] = hy, r.c[t] = cy, r.gates[t] = ws;
+    h_prev = hy, c_prev = cy;
+  }
+  r.y = at::stack(h), r.h_n = h_prev, r.c_n = c_prev;
+  return r;
+}
+
+std::optional<Tensor> defined_or_none(const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; }
+
 struct LstmLayer : public torch::autograd::Function<LstmLayer> {
   static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& h0, const Tensor& c0,
                                const Tensor& w_ih, const Tensor& w_hh, const std::optional<Tensor>& b_ih,
-                               const std::optional<Tensor>& b_hh,
-                               bool reverse, bool keep_for_backward) {
-    const int64_t steps = x.size(0);
-    const Tensor x_gates = at::linear(x, w_ih, b_ih);
-    const Tensor w_hh_t = w_hh.t();
-    std::vector<Tensor> h(steps), c(steps), gates(steps);
-    Tensor h_prev = h0, c_prev = c0;
-    for (int64_t s = 0; s < steps; ++s) {
-      const int64_t t = reverse ? steps - 1 - s : s;
-      auto [hy, cy, ws] = at::_thnn_fused_lstm_cell(x_gates[t], at::mm(h_prev, w_hh_t), c_prev, std::nullopt, b_hh);
-      h[t] = hy, c[t] = cy, gates[t] = ws;
-      h_prev = hy, c_prev = cy;
-    }
-    Tensor y = at::stack(h);
+                               const std::optional<Tensor>& b_hh, bool reverse, bool keep_for_backward) {
+    LayerRun r = run_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse);
     if (keep_for_backward) {
       ctx->saved_data["reverse"] = reverse;
-      ctx->saved_data["has_bias"] = b_ih.has_value();
-      ctx->save_for_backward({x, h0, c0, w_ih, w_hh, y, at::stack(c), at::stack(gates)});
+      ctx->save_for_backward({x, h0, c0, w_ih, w_hh, b_ih.value_or(Tensor()), b_hh.value_or(Tensor()), r.y,
+                              at::stack(r.c), at::stack(r.gates)});
     }
-    return {y, h_prev, c_prev};
+    return {r.y, r.h_n, r.c_n};
+  }
+
+  // create_graph=True: the gradient must itself be differentiable, so the layer
+  // runs again step by step under autograd (the fused cell's derivative is
+  // differentiable) and autograd differentiates that.
+  static variable_list differentiable_backward(const variable_list& saved, const variable_list& grads,
+                                               bool reverse) {
+    const Tensor &b_ih = saved[5], &b_hh = saved[6];
+    LayerRun r = run_layer(saved[0], saved[1], saved[2], saved[3], saved[4], defined_or_none(b_ih),
+                           defined_or_none(b_hh), reverse);
+    variable_list outputs, grad_outputs, inputs;
+    const Tensor produced[3] = {r.y, r.h_n, r.c_n};
+    for (int k = 0; k < 3; ++k)
+      if (grads[k].defined()) outputs.push_back(produced[k]), grad_outputs.push_back(grads[k]);
+    std::vector<int> wanted;
+    for (int k = 0; k < 7; ++k)
+      if (saved[k].defined() && saved[k].requires_grad()) wanted.push_back(k), inputs.push_back(saved[k]);
+    variable_list result(9);
+    if (outputs.empty() || inputs.empty()) return result;
+    variable_list got = torch::autograd::grad(outputs, inputs, grad_outputs, /*retain_graph=*/true,
+                                              /*create_graph=*/true, /*allow_unused=*/true);
+    for (size_t k = 0; k < wanted.size(); ++k) result[wanted[k]] = got[k];
+    return result;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const bool reverse = ctx->saved_data["reverse"].toBool();
-    const bool has_bias = ctx->saved_data["has_bias"].toBool();
     const auto saved = ctx->get_saved_variables();
+    if (at::GradMode::is_enabled()) return differentiable_backward(saved, grads, reverse);
     const Tensor &x = saved[0], &h0 = saved[1], &c0 = saved[2], &w_ih = saved[3], &w_hh = saved[4];
-    const Tensor &y = saved[5], &c = saved[6], &gates = saved[7];
+    const bool has_bias = saved[5].defined();
+    const Tensor &y = saved[7], &c = saved[8], &gates = saved[9];
     const Tensor &grad_y = grads[0], &grad_hn = grads[1], &grad_cn = grads[2];
     const int64_t steps = x.size(0);
 

@@ -25,7 +25,7 @@ py::dict engine_stats() {
 
 py::list engines_found() {
   py::list out;
-  for (const auto& f : openreg::registry().discover()) {
+  for (const auto& f : openreg::discover_engines()) {
     py::dict d;
     d["name"] = f.name;
     d["path"] = f.path;
@@ -78,7 +78,7 @@ py::list route_timings() {
 }
 
 // chain: engine names; prefer: "op|dtype" -> one engine name per size class ("" = none).
-bool set_tuned_routes(const std::vector<std::string>& chain,
+void set_tuned_routes(const std::vector<std::string>& chain,
                       const std::unordered_map<std::string, std::vector<std::string>>& prefer) {
   openreg::TunedRoutes t;
   t.chain = chain;
@@ -89,7 +89,7 @@ bool set_tuned_routes(const std::vector<std::string>& chain,
     std::copy(names.begin(), names.end(), a.begin());
     t.prefer.emplace(key, a);
   }
-  return openreg::registry().set_tuned_routes(std::move(t));
+  openreg::set_pending_tuned_routes(std::move(t));
 }
 
 py::dict memory_stats(c10::DeviceIndex index) {
@@ -139,6 +139,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_route_timings", [] { openreg::route_table().reset_timings(); });
   m.def("_set_route_timing", [](bool on) { openreg::set_route_timing(on); });
   m.def("_set_tuned_routes", &set_tuned_routes);
+  m.def("_tuned_routes_in_use", [] { return openreg::registry().tuned_routes() != nullptr; });
   m.def("_size_class_bounds", [] {
     return std::vector<int64_t>(std::begin(openreg::kSizeClassBounds), std::end(openreg::kSizeClassBounds));
   });

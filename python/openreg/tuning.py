@@ -19,9 +19,9 @@ A table made for other engine builds (a file's size or time changed) is
 ignored with a warning. ``OPENREG_ROUTES=off`` ignores the table;
 ``OPENREG_ROUTES=<path>`` reads and writes that file instead.
 
-Known limit: with a table present, ``OPENREG_ENGINE`` and ``OPENREG_ROUTES`` are read
-when openreg is imported (the table is handed over then), not when the device is
-first used; set them before ``import torch``.
+``import openreg`` reads the table and hands it over; the router applies it when the
+device is first used, if ``OPENREG_ENGINE`` is ``auto`` (or unset) and
+``OPENREG_ROUTES`` is not ``off`` by then, so a script may set either after the import.
 """
 
 import datetime
@@ -93,13 +93,13 @@ def _why_stale(table, found):
 
 def apply_at_import():
     """Hands this machine's table to the router, for the `auto` chain (called by
-    ``import openreg``, before any engine loads)."""
+    ``import openreg``, before any engine loads; the router decides at the device's
+    first use whether the chain is `auto`)."""
     from . import _C
 
-    if os.environ.get("OPENREG_ENGINE", "auto").strip() not in ("", "auto"):
-        return
     if os.environ.get("OPENREG_ROUTES", "").strip() == "off":
         return
+    engine_is_auto = os.environ.get("OPENREG_ENGINE", "auto").strip() in ("", "auto")
     path = table_path()
     if not os.path.exists(path):
         return
@@ -111,16 +111,20 @@ def apply_at_import():
         stale = f"it cannot be read ({exc})"
     if stale:
         _state["ignored"] = (path, stale)
+        if not engine_is_auto:  # the table would not be used anyway: no warning
+            return
         warnings.warn(f"openreg: the tuned routing table {path} is ignored: {stale}. "
                       "Run `python -m openreg tune` again (or set OPENREG_ROUTES=off)", stacklevel=3)
         return
-    if _C._set_tuned_routes(table["chain"], table["routes"]):
-        _state["table"] = path
+    _C._set_tuned_routes(table["chain"], table["routes"])
+    _state["table"] = path
 
 
 def active_table():
-    """The path of the tuned table the router follows, or None."""
-    return _state["table"]
+    """The path of the tuned table the router follows, or None (loads the chain)."""
+    from . import _C
+
+    return _state["table"] if _state["table"] and _C._tuned_routes_in_use() else None
 
 
 def ignored_table():

@@ -77,6 +77,22 @@ def test_an_explicit_engine_ignores_the_table(openreg, run_python, tmp_path):
     assert out["small"] == {"onednn": 1} and out["large"] == {"onednn": 1}
 
 
+@pytest.mark.parametrize("setting", [("OPENREG_ENGINE", "onednn"), ("OPENREG_ROUTES", "off")], ids=lambda s: s[0])
+def test_the_environment_counts_when_the_device_is_first_used(openreg, run_python, tmp_path, setting):
+    # A script that sets OPENREG_ENGINE (or turns the table off) after `import
+    # openreg` but before using the device gets what it asked for.
+    path = tmp_path / "routes.json"
+    path.write_text(json.dumps(_table(openreg, {"aten::relu|float32": ["eigen", "eigen", "eigen", "eigen"]})))
+    name, value = setting
+    script = f"import os, openreg\nos.environ[{name!r}] = {value!r}\n" + ROUTER_CHECK
+    proc = run_python(script, env_extra={"OPENREG_ENGINE": None, "OPENREG_ROUTES": str(path)})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["table"] is None and out["small"] == {"onednn": 1}, out
+    expected = ["onednn", "aten_ref"]
+    assert out["chain"] == expected, out
+
+
 def test_a_table_for_other_engine_builds_is_ignored_with_a_warning(openreg, run_python, tmp_path):
     table = _table(openreg, {"aten::relu|float32": ["eigen", "eigen", "eigen", "eigen"]})
     table["engines"][1]["mtime_ns"] += 1  # eigen rebuilt since

@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 namespace openreg {
 
@@ -41,10 +42,22 @@ void aten_parallel_for(void*, int64_t begin, int64_t end, int64_t grain, openreg
 
 int32_t aten_num_threads(void*) { return at::get_num_threads(); }
 
+// A tuned routing table handed over by `import openreg`, waiting for the
+// registry: OPENREG_ENGINE and OPENREG_ROUTES are read when the registry is
+// made (the device's first use), so a script may set them after the import.
+std::mutex g_pending_mutex;
+std::optional<TunedRoutes> g_pending_routes;
+
 struct EngineState {
   EngineState()
       : registry(Registry::config_from_env(builtin_engine_dir()), make_services()),
-        routes(registry) {}
+        routes(registry) {
+    std::lock_guard<std::mutex> lock(g_pending_mutex);
+    const char* routes_env = std::getenv("OPENREG_ROUTES");
+    const bool off = routes_env && std::string(routes_env) == "off";
+    if (g_pending_routes && !off) registry.set_tuned_routes(std::move(*g_pending_routes));
+    g_pending_routes.reset();
+  }
   static openreg_host make_services() {
     openreg_host h = make_host_services();
     h.parallel_for = aten_parallel_for;
@@ -158,6 +171,15 @@ void check_device_index(c10::DeviceIndex index) {
 void set_device(c10::DeviceIndex index) {
   check_device_index(index);
   t_current_device = index;
+}
+
+void set_pending_tuned_routes(TunedRoutes tuned) {
+  std::lock_guard<std::mutex> lock(g_pending_mutex);
+  g_pending_routes = std::move(tuned);
+}
+
+std::vector<EngineFile> discover_engines() {
+  return Registry(Registry::config_from_env(builtin_engine_dir()), make_host_services()).discover();
 }
 
 Registry& registry() {

@@ -30,6 +30,12 @@ RouteTable& route_table();  // decisions and call counts of the engine chain
 void lazy_init();  // loads the engine chain; throws c10::Error with the loader's text
 bool is_initialized();
 std::string builtin_engine_dir();
+// Engine files in the search dirs, without making the registry (which reads
+// OPENREG_ENGINE): `import openreg` uses it.
+std::vector<EngineFile> discover_engines();
+// A tuned table for the `auto` chain, applied when the registry is made, if
+// OPENREG_ENGINE is `auto` and OPENREG_ROUTES is not `off` by then.
+void set_pending_tuned_routes(TunedRoutes tuned);
 
 // ---- memory (allocator.cpp)
 c10::Allocator* device_allocator();

@@ -3,6 +3,7 @@ torch.profiler on torch CPU and on the openreg device, side by side.
 
     python bench/step_ops.py --engine onednn --model GPT-2 [--mode train] [--steps 10] [--top 30]
     python bench/step_ops.py --engine eigen --model "digits CNN" --by-op
+    python bench/step_ops.py --engine onednn --summary [--models GPT-2,BERT]
 
 Models are bench/model_zoo.py's (the ones bench/models.py times). Rows are
 keyed by op and input shapes (``--by-op``: by op only), the costliest on either
@@ -12,6 +13,10 @@ per step on the device; ``ratio`` is device / CPU, so a row far above 1.0x is
 a slow path: a non-contiguous or broadcast operand, or a fallback (the engine
 that served the op's device calls is named). The profiler adds its own cost to
 both sides alike; bench/models.py gives the step's real ratio.
+
+``--summary``: for every model (or ``--models``) and both modes, a markdown table
+of the device's five costliest ops (self time per step) and the ops that fell back
+to the reference engine (aten_ref), the device side only.
 """
 
 import argparse
@@ -20,6 +25,51 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+
+
+def per_op(model_zoo, model, mode, device, steps, by_op):
+    """{row key: (self us per step, calls per step, op name)} of `steps` + 1
+    profiled steps, and the router's counts of who served what (openreg.stats())."""
+    import openreg
+    from torch.profiler import ProfilerActivity, profile
+
+    step = getattr(model_zoo.build(model, device), mode)
+    for _ in range(3):
+        step().item()
+    openreg.reset_stats()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=not by_op) as prof:
+        for _ in range(steps):
+            step()
+        step().item()
+    n = steps + 1
+    served = openreg.stats()
+    rows = {}
+    for e in prof.key_averages(group_by_input_shape=not by_op):
+        if not e.key.startswith("aten::"):
+            continue
+        key = e.key if by_op else f"{e.key} {e.input_shapes}"
+        rows[key] = (e.self_cpu_time_total / n, e.count / n, e.key)
+    return rows, served
+
+
+def summary(model_zoo, models, steps):
+    import torch
+    import openreg
+
+    chain = openreg.info()["chain"]
+    print(f"openreg engine chain: {' -> '.join(chain)}, {torch.get_num_threads()} threads, "
+          f"{steps + 1} profiled steps; self time per step on the device")
+    print()
+    print("| model | mode | five costliest ops (ms per step) | fell back to aten_ref |")
+    print("|---|---|---|---|")
+    for model in models:
+        for mode in ("train", "infer"):
+            rows, served = per_op(model_zoo, model, mode, "openreg", steps, by_op=True)
+            top = sorted(rows.items(), key=lambda kv: -kv[1][0])[:5]
+            top_text = ", ".join(f"{k.removeprefix('aten::')} {v[0] / 1e3:.2f}" for k, v in top)
+            fell = sorted(op.removeprefix("aten::") for op, by in served.items()
+                          if "aten_ref" in by and chain[0] != "aten_ref")
+            print(f"| {model} | {mode} | {top_text} | {', '.join(fell) or 'none'} |", flush=True)
 
 
 def main():
@@ -31,41 +81,27 @@ def main():
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     p.add_argument("--by-op", action="store_true", help="one row per op, all shapes together")
+    p.add_argument("--summary", action="store_true", help="top five ops and fallbacks of every model, markdown")
+    p.add_argument("--models", default=None, help="with --summary: comma-separated models (default: all)")
     args = p.parse_args()
     if args.engine:  # before openreg is imported (model_zoo imports it)
         os.environ["OPENREG_ENGINE"] = args.engine
     import model_zoo
 
-    if args.model not in model_zoo.MODELS:
-        p.error(f"unknown model {args.model!r} (known: {', '.join(model_zoo.MODELS)})")
+    models = args.models.split(",") if args.summary and args.models else [args.model]
+    for name in models:
+        if name not in model_zoo.MODELS:
+            p.error(f"unknown model {name!r} (known: {', '.join(model_zoo.MODELS)})")
     import torch
     import openreg
-    from torch.profiler import ProfilerActivity, profile
 
     if args.threads:
         torch.set_num_threads(args.threads)
-
-    def per_op(device):
-        step = getattr(model_zoo.build(args.model, device), args.mode)
-        for _ in range(3):
-            step().item()
-        openreg.reset_stats()
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=not args.by_op) as prof:
-            for _ in range(args.steps):
-                step()
-            step().item()
-        n = args.steps + 1
-        served = openreg.stats()
-        rows = {}
-        for e in prof.key_averages(group_by_input_shape=not args.by_op):
-            if not e.key.startswith("aten::"):
-                continue
-            key = e.key if args.by_op else f"{e.key} {e.input_shapes}"
-            rows[key] = (e.self_cpu_time_total / n, e.count / n, e.key)
-        return rows, served
-
-    cpu, _ = per_op("cpu")
-    dev, served = per_op("openreg")
+    if args.summary:
+        summary(model_zoo, models if args.models else list(model_zoo.MODELS), args.steps)
+        return
+    cpu, _ = per_op(model_zoo, args.model, args.mode, "cpu", args.steps, args.by_op)
+    dev, served = per_op(model_zoo, args.model, args.mode, "openreg", args.steps, args.by_op)
     chain = openreg.info()["chain"]
     print(f"model {args.model} ({args.mode}), openreg engine chain: {' -> '.join(chain)}, "
           f"{torch.get_num_threads()} threads, {args.steps + 1} profiled steps")

@@ -45,11 +45,27 @@ using opmath_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // ------------------------------------------------------------- activations
 
-// e^x in float, about 2 ulp, branch-free so that a loop over a row vectorises
-// (libm's expf does not without -ffast-math). Cephes' polynomial on [-ln2/2, ln2/2].
+// a where c holds, else b: a blend of bits, so that GCC keeps it branch-free (a
+// ternary on a constant bound turned the loops below into control flow that the
+// vectoriser gives up on).
+inline float select_f(bool c, float a, float b) {
+  const int32_t mask = -static_cast<int32_t>(c);
+  int32_t ia, ib;
+  std::memcpy(&ia, &a, sizeof ia);
+  std::memcpy(&ib, &b, sizeof ib);
+  const int32_t r = (ia & mask) | (ib & ~mask);
+  float f;
+  std::memcpy(&f, &r, sizeof f);
+  return f;
+}
+
+// e^x in float, within 1e-7 relative, branch-free so that a loop over a row
+// vectorises (libm's expf does not without -ffast-math). Cephes' polynomial on
+// [-ln2/2, ln2/2]; x is clamped to [-87, 88] (0 and inf beyond: saturated sigmoid
+// and tanh), NaN stays NaN.
 inline float exp_f(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  x = x > 88.0f ? 88.0f : x;
+  x = select_f(x < -87.0f, -87.0f, x);
+  x = select_f(x > 88.0f, 88.0f, x);
   const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float t = x * 1.44269504088896341f + shifter;
   const float n = t - shifter;
@@ -61,7 +77,9 @@ inline float exp_f(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n, n in [-126, 127]
+  int32_t ti;  // t's bits are the shifter's plus n
+  std::memcpy(&ti, &t, sizeof ti);
+  const uint32_t bits = static_cast<uint32_t>(ti - 0x4B400000 + 127) << 23;  // 2^n, n in [-126, 127]
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
@@ -73,7 +91,7 @@ inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 // tanh in float: an odd Taylor polynomial below 0.5 (no cancellation near 0), the
 // exponential form above; both computed, one selected, so the loop vectorises.
 inline float tanh_f(float x) {
-  const float a = x < 0 ? -x : x;
+  const float a = std::fabs(x);
   const float a2 = a * a;
   float p = 21844.0f / 6081075.0f;
   p = p * a2 - 1382.0f / 155925.0f;
@@ -84,8 +102,7 @@ inline float tanh_f(float x) {
   const float small = a + a * a2 * p;
   const float e = exp_f(-2.0f * a);
   const float large = (1.0f - e) / (1.0f + e);
-  const float t = a < 0.5f ? small : large;
-  return x < 0 ? -t : t;
+  return std::copysign(select_f(a < 0.5f, small, large), x);
 }
 inline float tanh_(float x) { return tanh_f(x); }
 inline double tanh_(double x) { return std::tanh(x); }
@@ -224,6 +241,89 @@ inline void gate_sizes(const Call& call, const Tensor& gates, int64_t chunks, in
   *hidden = gates.size(1) / chunks;
 }
 
+// ------------------------------------------------------------ row loops
+
+// One row of each cell. Separate functions so that __restrict on the parameters
+// tells GCC the streams do not overlap (with this many streams its run-time alias
+// checks would exceed its limit and leave the loop scalar).
+
+template <class T>
+void lstm_row(const T* __restrict gi, const T* __restrict gh, const opmath_t<T>* __restrict bs,
+              const T* __restrict c0, T* __restrict h1, T* __restrict c1, T* __restrict w, int64_t H) {
+  using M = opmath_t<T>;
+  for (int64_t j = 0; j < H; ++j) {
+    const M i = sigmoid(static_cast<M>(gi[j]) + static_cast<M>(gh[j]) + bs[j]);
+    const M f = sigmoid(static_cast<M>(gi[H + j]) + static_cast<M>(gh[H + j]) + bs[H + j]);
+    const M g = tanh_(static_cast<M>(gi[2 * H + j]) + static_cast<M>(gh[2 * H + j]) + bs[2 * H + j]);
+    const M o = sigmoid(static_cast<M>(gi[3 * H + j]) + static_cast<M>(gh[3 * H + j]) + bs[3 * H + j]);
+    const M c = f * static_cast<M>(c0[j]) + i * g;
+    c1[j] = static_cast<T>(c);
+    h1[j] = static_cast<T>(o * tanh_(c));
+    w[j] = static_cast<T>(i);
+    w[H + j] = static_cast<T>(f);
+    w[2 * H + j] = static_cast<T>(g);
+    w[3 * H + j] = static_cast<T>(o);
+  }
+}
+
+template <class T>
+void lstm_backward_row(const T* __restrict w, const T* __restrict c0, const T* __restrict c1,
+                       const T* __restrict dh, const T* __restrict dc, T* __restrict d, T* __restrict dcx, int64_t H) {
+  using M = opmath_t<T>;
+  for (int64_t j = 0; j < H; ++j) {
+    const M i = static_cast<M>(w[j]), f = static_cast<M>(w[H + j]), g = static_cast<M>(w[2 * H + j]),
+            o = static_cast<M>(w[3 * H + j]);
+    const M tc = tanh_(static_cast<M>(c1[j]));
+    const M gh = static_cast<M>(dh[j]);
+    const M d_cy = static_cast<M>(dc[j]) + gh * o * (M(1) - tc * tc);
+    d[j] = static_cast<T>(d_cy * g * i * (M(1) - i));
+    d[H + j] = static_cast<T>(d_cy * static_cast<M>(c0[j]) * f * (M(1) - f));
+    d[2 * H + j] = static_cast<T>(d_cy * i * (M(1) - g * g));
+    d[3 * H + j] = static_cast<T>(gh * tc * o * (M(1) - o));
+    dcx[j] = static_cast<T>(d_cy * f);
+  }
+}
+
+template <class T>
+void gru_row(const T* __restrict gi, const T* __restrict gh, const opmath_t<T>* __restrict ib,
+             const opmath_t<T>* __restrict hb, const T* __restrict h0, T* __restrict h1, T* __restrict w, int64_t H) {
+  using M = opmath_t<T>;
+  for (int64_t j = 0; j < H; ++j) {
+    const M r = sigmoid((static_cast<M>(gi[j]) + ib[j]) + (static_cast<M>(gh[j]) + hb[j]));
+    const M z = sigmoid((static_cast<M>(gi[H + j]) + ib[H + j]) + (static_cast<M>(gh[H + j]) + hb[H + j]));
+    const M hn = static_cast<M>(gh[2 * H + j]) + hb[2 * H + j];
+    const M n = tanh_((static_cast<M>(gi[2 * H + j]) + ib[2 * H + j]) + r * hn);
+    const M h = static_cast<M>(h0[j]);
+    h1[j] = static_cast<T>(n + z * (h - n));
+    w[j] = static_cast<T>(r);
+    w[H + j] = static_cast<T>(z);
+    w[2 * H + j] = static_cast<T>(n);
+    w[3 * H + j] = h0[j];
+    w[4 * H + j] = static_cast<T>(hn);
+  }
+}
+
+template <class T>
+void gru_backward_row(const T* __restrict w, const T* __restrict dh, T* __restrict di, T* __restrict dhg,
+                      T* __restrict dhx, int64_t H) {
+  using M = opmath_t<T>;
+  for (int64_t j = 0; j < H; ++j) {
+    const M r = static_cast<M>(w[j]), z = static_cast<M>(w[H + j]), n = static_cast<M>(w[2 * H + j]),
+            h = static_cast<M>(w[3 * H + j]), hn = static_cast<M>(w[4 * H + j]);
+    const M g = static_cast<M>(dh[j]);
+    const M d_z = g * (h - n) * z * (M(1) - z);
+    const M d_n = g * (M(1) - z) * (M(1) - n * n);
+    const M d_r = d_n * hn * r * (M(1) - r);
+    di[j] = static_cast<T>(d_r);
+    di[H + j] = static_cast<T>(d_z);
+    di[2 * H + j] = static_cast<T>(d_n);
+    dhg[j] = static_cast<T>(d_r);
+    dhg[H + j] = static_cast<T>(d_z);
+    dhg[2 * H + j] = static_cast<T>(d_n * r);
+    dhx[j] = static_cast<T>(g * z);
+  }
+}
+
 // ------------------------------------------------------------------ LSTM
 
 template <class T>
@@ -244,25 +344,7 @@ void lstm_cell_t(const Call& call) {
   const M* bs = bias.data();
   call.host().parallel_for(0, B, row_grain(4 * H), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      const T* __restrict gi = ig.row(b);
-      const T* __restrict gh = hg.row(b);
-      const T* __restrict c0 = cx.row(b);
-      T* __restrict h1 = hy.row(b);
-      T* __restrict c1 = cy.row(b);
-      T* __restrict w = ws.row(b);
-      for (int64_t j = 0; j < H; ++j) {
-        const M i = sigmoid(static_cast<M>(gi[j]) + static_cast<M>(gh[j]) + bs[j]);
-        const M f = sigmoid(static_cast<M>(gi[H + j]) + static_cast<M>(gh[H + j]) + bs[H + j]);
-        const M g = tanh_(static_cast<M>(gi[2 * H + j]) + static_cast<M>(gh[2 * H + j]) + bs[2 * H + j]);
-        const M o = sigmoid(static_cast<M>(gi[3 * H + j]) + static_cast<M>(gh[3 * H + j]) + bs[3 * H + j]);
-        const M c = f * static_cast<M>(c0[j]) + i * g;
-        c1[j] = static_cast<T>(c);
-        h1[j] = static_cast<T>(o * tanh_(c));
-        w[j] = static_cast<T>(i);
-        w[H + j] = static_cast<T>(f);
-        w[2 * H + j] = static_cast<T>(g);
-        w[3 * H + j] = static_cast<T>(o);
-      }
+      lstm_row<T>(ig.row(b), hg.row(b), bs, cx.row(b), hy.row(b), cy.row(b), ws.row(b), H);
     }
   });
 }
@@ -292,25 +374,7 @@ void lstm_cell_backward_t(const Call& call) {
   const Rows<T> gg = outs.rows<T>(0), gcx = outs.rows<T>(1);
   call.host().parallel_for(0, B, row_grain(4 * H), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      const T* __restrict w = ws.row(b);
-      const T* __restrict c0 = cx.row(b);
-      const T* __restrict c1 = cy.row(b);
-      const T* __restrict dh = ghy.row(b);
-      const T* __restrict dc = gcy.row(b);
-      T* __restrict d = gg.row(b);
-      T* __restrict dcx = gcx.row(b);
-      for (int64_t j = 0; j < H; ++j) {
-        const M i = static_cast<M>(w[j]), f = static_cast<M>(w[H + j]), g = static_cast<M>(w[2 * H + j]),
-                o = static_cast<M>(w[3 * H + j]);
-        const M tc = tanh_(static_cast<M>(c1[j]));
-        const M gh = static_cast<M>(dh[j]);
-        const M d_cy = static_cast<M>(dc[j]) + gh * o * (M(1) - tc * tc);
-        d[j] = static_cast<T>(d_cy * g * i * (M(1) - i));
-        d[H + j] = static_cast<T>(d_cy * static_cast<M>(c0[j]) * f * (M(1) - f));
-        d[2 * H + j] = static_cast<T>(d_cy * i * (M(1) - g * g));
-        d[3 * H + j] = static_cast<T>(gh * tc * o * (M(1) - o));
-        dcx[j] = static_cast<T>(d_cy * f);
-      }
+      lstm_backward_row<T>(ws.row(b), cx.row(b), cy.row(b), ghy.row(b), gcy.row(b), gg.row(b), gcx.row(b), H);
     }
   });
   if (has_bias) column_sums<T>(gg, B, 4 * H, outs.flat<T>(2));
@@ -335,24 +399,7 @@ void gru_cell_t(const Call& call) {
   const M* hb = hbias.data();
   call.host().parallel_for(0, B, row_grain(5 * H), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      const T* __restrict gi = ig.row(b);
-      const T* __restrict gh = hg.row(b);
-      const T* __restrict h0 = hx.row(b);
-      T* __restrict h1 = hy.row(b);
-      T* __restrict w = ws.row(b);
-      for (int64_t j = 0; j < H; ++j) {
-        const M r = sigmoid((static_cast<M>(gi[j]) + ib[j]) + (static_cast<M>(gh[j]) + hb[j]));
-        const M z = sigmoid((static_cast<M>(gi[H + j]) + ib[H + j]) + (static_cast<M>(gh[H + j]) + hb[H + j]));
-        const M hn = static_cast<M>(gh[2 * H + j]) + hb[2 * H + j];
-        const M n = tanh_((static_cast<M>(gi[2 * H + j]) + ib[2 * H + j]) + r * hn);
-        const M h = static_cast<M>(h0[j]);
-        h1[j] = static_cast<T>(n + z * (h - n));
-        w[j] = static_cast<T>(r);
-        w[H + j] = static_cast<T>(z);
-        w[2 * H + j] = static_cast<T>(n);
-        w[3 * H + j] = h0[j];
-        w[4 * H + j] = static_cast<T>(hn);
-      }
+      gru_row<T>(ig.row(b), hg.row(b), ib, hb, hx.row(b), hy.row(b), ws.row(b), H);
     }
   });
 }
@@ -374,26 +421,7 @@ void gru_cell_backward_t(const Call& call) {
   const Rows<T> gi = outs.rows<T>(0), gh = outs.rows<T>(1), ghx = outs.rows<T>(2);
   call.host().parallel_for(0, B, row_grain(5 * H), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      const T* __restrict w = ws.row(b);
-      const T* __restrict dh = ghy.row(b);
-      T* __restrict di = gi.row(b);
-      T* __restrict dhg = gh.row(b);
-      T* __restrict dhx = ghx.row(b);
-      for (int64_t j = 0; j < H; ++j) {
-        const M r = static_cast<M>(w[j]), z = static_cast<M>(w[H + j]), n = static_cast<M>(w[2 * H + j]),
-                h = static_cast<M>(w[3 * H + j]), hn = static_cast<M>(w[4 * H + j]);
-        const M g = static_cast<M>(dh[j]);
-        const M d_z = g * (h - n) * z * (M(1) - z);
-        const M d_n = g * (M(1) - z) * (M(1) - n * n);
-        const M d_r = d_n * hn * r * (M(1) - r);
-        di[j] = static_cast<T>(d_r);
-        di[H + j] = static_cast<T>(d_z);
-        di[2 * H + j] = static_cast<T>(d_n);
-        dhg[j] = static_cast<T>(d_r);
-        dhg[H + j] = static_cast<T>(d_z);
-        dhg[2 * H + j] = static_cast<T>(d_n * r);
-        dhx[j] = static_cast<T>(g * z);
-      }
+      gru_backward_row<T>(ws.row(b), ghy.row(b), gi.row(b), gh.row(b), ghx.row(b), H);
     }
   });
   if (has_bias) {

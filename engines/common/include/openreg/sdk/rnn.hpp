@@ -351,7 +351,6 @@ void lstm_cell_t(const Call& call) {
 
 template <class T>
 void lstm_cell_backward_t(const Call& call) {
-  using M = opmath_t<T>;
   const Tensor cx_t = call.tensor(2);
   OPENREG_SDK_REQUIRE(cx_t.dim() == 2, call.op_name(), ": cx is ", cx_t.describe(), ", expected [batch, hidden]");
   const int64_t B = cx_t.size(0), H = cx_t.size(1);
@@ -406,7 +405,6 @@ void gru_cell_t(const Call& call) {
 
 template <class T>
 void gru_cell_backward_t(const Call& call) {
-  using M = opmath_t<T>;
   const Tensor ghy_t = call.tensor(0);
   OPENREG_SDK_REQUIRE(ghy_t.dim() == 2, call.op_name(), ": grad_hy is ", ghy_t.describe(),
                       ", expected [batch, hidden]");

@@ -239,6 +239,7 @@ sdk::EngineDef build() {
   }
   // ---- the optimizer step: fused Adam/AdamW/SGD and _foreach_ lists (ops_optim.cpp)
   ee::register_optim_ops(e);
+  sdk::rnn::register_ops(e);  // the fused LSTM/GRU cells (openreg/sdk/rnn.hpp)
 
   // The kernels' instruction set is chosen here, so a bad OPENREG_EIGEN_ISA fails init with its message.
   e.on_init([](const sdk::Host& h) {

@@ -1,22 +1,12 @@
 // The optimizer step as one call per parameter group: the SDK's fused Adam/AdamW/SGD
-// and _foreach_ kernels (openreg/sdk/optim.hpp). Plain loops, no oneDNN primitive,
-// so bfloat16 is served on any CPU.
+// and _foreach_ kernels (openreg/sdk/optim.hpp), compiled in this file. Plain loops,
+// no oneDNN primitive, so bfloat16 is served on any CPU.
 #include <openreg/sdk/optim.hpp>
 
 #include "ops.h"
 
 namespace onednn_engine {
 
-void register_optim_ops(sdk::EngineDef& e) {
-  namespace optim = sdk::optim;
-  const auto f32 = sdk::dtypes::float32, f64 = sdk::dtypes::float64, bf16 = sdk::dtypes::bfloat16;
-  // dynamic_op: they return nothing, so calls whose outputs Meta cannot size
-  // (_fused_sgd_ has no Meta kernel) are theirs too.
-  for (auto& o : optim::fused_ops()) {
-    if (o.bfloat16) e.dynamic_op(o.name, {f32, f64, bf16}, o.kernel);
-    else e.dynamic_op(o.name, {f32, f64}, o.kernel);
-  }
-  for (auto& o : optim::foreach_ops()) e.op(o.name, {f32, f64, bf16}, o.kernel);
-}
+void register_optim_ops(sdk::EngineDef& e) { sdk::optim::register_ops(e); }
 
 }  // namespace onednn_engine

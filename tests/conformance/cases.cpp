@@ -981,6 +981,63 @@ std::vector<Case> embedding_backward(const Name& n, openreg_dtype d) {
   return variant(n, "aten::embedding_dense_backward", cases);
 }
 
+// ------------------------------------------------------------ fused RNN cells
+
+// _thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias?, hidden_bias?),
+// _thnn_fused_gru_cell (same, hx), their backwards _thnn_fused_lstm_cell_backward_impl
+// (grad_hy?, grad_cy?, cx, cy, workspace, has_bias) and _thnn_fused_gru_cell_backward
+// (grad_hy, workspace, has_bias): with and without biases, absent gradients, gapped
+// operands (which engines may decline), an empty batch, the parallel path.
+// Workspaces hold gates in (0, 1) (engines/common/include/openreg/sdk/rnn.hpp).
+std::vector<Case> rnn_cell(const Name& n, openreg_dtype d) {
+  const bool lstm = n.root.rfind("_thnn_fused_lstm_cell", 0) == 0;
+  const bool backward = n.root.find("backward") != std::string::npos;
+  const int64_t k = lstm ? 4 : 3;
+  struct Shape2 {
+    std::string label;
+    int64_t b, h;
+    Layout layout;
+  };
+  const std::vector<Shape2> shapes{{"5x7", 5, 7, Layout::Contiguous},
+                                   {"strided+offset 5x7", 5, 7, Layout::Gapped},
+                                   {"empty batch 0x7", 0, 7, Layout::Contiguous},
+                                   {"64x160 (parallel path)", 64, 160, Layout::Contiguous}};
+  std::vector<Case> cases;
+  for (const Shape2& s : shapes) {
+    for (bool bias : {true, false}) {
+      Builder b(s.label + (bias ? ", bias" : ", no bias"));
+      if (!backward) {
+        b.tensor(T(d, {s.b, k * s.h}, s.layout)).tensor(T(d, {s.b, k * s.h}, s.layout)).tensor(T(d, {s.b, s.h}, s.layout));
+        b.optional_tensor(bias, T(d, {k * s.h})).optional_tensor(bias, T(d, {k * s.h}));
+        b.c.num_outputs = lstm ? 3 : 2;
+      } else if (lstm) {
+        b.tensor(T(d, {s.b, s.h}, s.layout)).tensor(T(d, {s.b, s.h}, s.layout)).tensor(T(d, {s.b, s.h}, s.layout));
+        b.tensor(T(d, {s.b, s.h}, s.layout)).tensor(T(d, {s.b, 4 * s.h}, s.layout, Domain::Unit));
+        b.arg(Arg::boolean(bias));
+        b.c.num_outputs = 3;
+      } else {
+        b.tensor(T(d, {s.b, s.h}, s.layout)).tensor(T(d, {s.b, 5 * s.h}, s.layout, Domain::Unit));
+        b.arg(Arg::boolean(bias));
+        b.c.num_outputs = 5;
+      }
+      b.c.tol_scale = 10;  // bias gradients sum over the batch
+      cases.push_back(b.done());
+    }
+  }
+  if (lstm && backward) {  // one gradient absent
+    for (bool hy : {true, false}) {
+      Builder b(hy ? "5x7, grad_hy only" : "5x7, grad_cy only");
+      b.optional_tensor(hy, T(d, {5, 7})).optional_tensor(!hy, T(d, {5, 7}));
+      b.tensor(T(d, {5, 7})).tensor(T(d, {5, 7})).tensor(T(d, {5, 28}, Layout::Contiguous, Domain::Unit));
+      b.arg(Arg::boolean(true));
+      b.c.num_outputs = 3;
+      b.c.tol_scale = 10;
+      cases.push_back(b.done());
+    }
+  }
+  return cases;
+}
+
 using Family = std::function<std::vector<Case>(const Name&, openreg_dtype)>;
 
 struct FamilyInfo {
@@ -1030,6 +1087,9 @@ const std::map<std::string, FamilyInfo>& families() {
     t["arange"] = {arange, &kNumeric};
     t["embedding_dense_backward"] = {embedding_backward, &kFloats};
     for (const char* op : {"bitwise_and", "bitwise_or", "bitwise_xor"}) t[op] = {binary, &kAll};
+    for (const char* op : {"_thnn_fused_lstm_cell", "_thnn_fused_lstm_cell_backward_impl", "_thnn_fused_gru_cell",
+                           "_thnn_fused_gru_cell_backward"})
+      t[op] = {rnn_cell, &kFloats};  // fused RNN cells
     return t;
   }();
   return table;

@@ -2,15 +2,13 @@
 
 namespace openreg {
 
-namespace {
-// A backend key nothing registers aten kernels for: its dispatch-table entry is the
-// op's CompositeExplicitAutograd kernel (checked per op in wants_composite_route).
-constexpr c10::DispatchKey kCompositeSlot = c10::DispatchKey::PrivateUse3;
-}  // namespace
-
 bool wants_composite_route(const c10::OperatorHandle& op) {
   const auto& name = op.operator_name().name;
-  return has_composite_route(name) && op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+  if (!has_composite_route(name)) return false;
+  // The RNN cells: core's decomposition is what fills the slot.
+  if (name.rfind("aten::_thnn_fused_", 0) == 0) return op.hasKernelForDispatchKey(kCompositeSlot);
+  // The foreach ops: the slot must fall through to CompositeExplicitAutograd.
+  return op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
          !op.hasKernelForDispatchKey(kCompositeSlot);
 }
 

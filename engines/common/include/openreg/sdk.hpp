@@ -4,6 +4,7 @@
 //   call.hpp     sdk::Call (typed argument access), sdk::Tensor, sdk::Host
 //   strided.hpp  broadcasting, sdk::for_each_row, unary_map / binary_map
 //   engine.hpp   sdk::EngineDef: the op table and the openreg_engine table
+//   rnn.hpp      the fused LSTM/GRU cell kernels, sdk::rnn::register_ops
 // Only the C header openreg/engine.h is the ABI; these helpers are compiled into
 // each engine, so engines built with different SDK versions coexist.
 #pragma once
@@ -13,6 +14,7 @@
 #include <openreg/sdk/dtype.hpp>
 #include <openreg/sdk/engine.hpp>
 #include <openreg/sdk/reduce.hpp>
+#include <openreg/sdk/rnn.hpp>
 #include <openreg/sdk/tensor_ops.hpp>
 #include <openreg/sdk/status.hpp>
 #include <openreg/sdk/strided.hpp>

@@ -5,8 +5,9 @@
 //  - fused_sgd(call): aten::_fused_sgd_ (and .tensor_lr), SGD(fused=True);
 //  - foreach(call, op, inplace): the aten::_foreach_* kernels the foreach paths of
 //    Adam/AdamW/SGD call (torch.optim's default on openreg).
-// fused_ops() and foreach_ops() list the op names with their kernels, for an
-// engine's EngineDef (one list, so every engine serves the same overloads).
+// fused_ops() and foreach_ops() list the op names with their kernels;
+// register_ops(engine) adds them all (one registration, so every engine serves the
+// same overloads and dtypes).
 //
 // Same per-element arithmetic as ATen's CPU kernels (FusedAdamKernel.cpp,
 // FusedSGDKernel.cpp, the foreach ops' per-tensor loop): in float for float32 and
@@ -482,6 +483,19 @@ inline std::vector<OpKernel> foreach_ops() {
   }
   ops.push_back({"aten::_foreach_zero_", [](const Call& c) { foreach(c, Foreach::kZero, true); }});
   return ops;
+}
+
+// Registers every op above on an engine, for the dtypes the kernels serve: the one
+// registration all engines share. dynamic_op for the fused steps: they return
+// nothing, so calls whose outputs Meta cannot size (_fused_sgd_ has no Meta
+// kernel) are theirs too.
+inline void register_ops(EngineDef& e) {
+  const auto f32 = dtypes::float32, f64 = dtypes::float64, bf16 = dtypes::bfloat16;
+  for (auto& o : fused_ops()) {
+    if (o.bfloat16) e.dynamic_op(o.name, {f32, f64, bf16}, o.kernel);
+    else e.dynamic_op(o.name, {f32, f64}, o.kernel);
+  }
+  for (auto& o : foreach_ops()) e.op(o.name, {f32, f64, bf16}, o.kernel);
 }
 
 }  // namespace optim

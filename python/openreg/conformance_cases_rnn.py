@@ -1,0 +1,201 @@
+"""Case families of ``python -m openreg conformance`` for the fused RNN cells ATen
+calls per time step on accelerators (``_thnn_fused_lstm_cell``,
+``_thnn_fused_lstm_cell_backward_impl``, ``_thnn_fused_gru_cell``,
+``_thnn_fused_gru_cell_backward``): with and without biases (one of the two
+too), absent gradients, row-strided steps of a sequence, transposed and gapped
+operands, an empty batch, a batch large enough for the parallel path. See
+:mod:`openreg.conformance_cases`.
+
+ATen has CUDA kernels only for these ops, so torch CPU cannot answer them: the
+reference is the cells' formula written here with torch CPU ops in float64
+(rounded to the case dtype once), registered as the ops' CPU kernels in the
+process that builds the cases. The workspace format is the one engines and core
+share (engines/common/include/openreg/sdk/rnn.hpp): LSTM [B, 4H] = activated
+gates i, f, g, o; GRU [B, 5H] = r, z, n, hx, and the hidden part of the new gate.
+"""
+
+import torch
+
+from .conformance_cases import Case, T, register
+
+_B, _H = 5, 7  # odd primes: no lane-multiple shortcuts
+
+
+# ============================================================ the reference
+
+
+def _wide(t):
+    return None if t is None else t.to(torch.float64)
+
+
+def _lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    gates = _wide(input_gates) + _wide(hidden_gates)
+    for b in (input_bias, hidden_bias):
+        if b is not None:
+            gates = gates + _wide(b)
+    i, f, g, o = gates.chunk(4, 1)
+    i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+    cy = f * _wide(cx) + i * g
+    hy = o * cy.tanh()
+    dt = input_gates.dtype
+    return hy.to(dt), cy.to(dt), torch.cat([i, f, g, o], 1).to(dt)
+
+
+def _lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
+    i, f, g, o = _wide(workspace).chunk(4, 1)
+    tanh_cy = _wide(cy).tanh()
+    d_cy = _wide(grad_cy) if grad_cy is not None else torch.zeros_like(tanh_cy)
+    d_o = torch.zeros_like(tanh_cy)
+    if grad_hy is not None:
+        d_cy = d_cy + _wide(grad_hy) * o * (1 - tanh_cy * tanh_cy)
+        d_o = _wide(grad_hy) * tanh_cy * o * (1 - o)
+    grad_gates = torch.cat([d_cy * g * i * (1 - i), d_cy * _wide(cx) * f * (1 - f), d_cy * i * (1 - g * g), d_o], 1)
+    dt = cx.dtype
+    return grad_gates.to(dt), (d_cy * f).to(dt), grad_gates.sum(0).to(dt) if has_bias else None
+
+
+def _gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    ig, hg = _wide(input_gates), _wide(hidden_gates)
+    if input_bias is not None:
+        ig = ig + _wide(input_bias)
+    if hidden_bias is not None:
+        hg = hg + _wide(hidden_bias)
+    i_r, i_z, i_n = ig.chunk(3, 1)
+    h_r, h_z, h_n = hg.chunk(3, 1)
+    r, z = (i_r + h_r).sigmoid(), (i_z + h_z).sigmoid()
+    n = (i_n + r * h_n).tanh()
+    h = _wide(hx)
+    dt = input_gates.dtype
+    return (n + z * (h - n)).to(dt), torch.cat([r, z, n, h, h_n], 1).to(dt)
+
+
+def _gru_cell_backward(grad_hy, workspace, has_bias):
+    r, z, n, h, hn = _wide(workspace).chunk(5, 1)
+    gy = _wide(grad_hy)
+    d_z = gy * (h - n) * z * (1 - z)
+    d_n = gy * (1 - z) * (1 - n * n)
+    d_r = d_n * hn * r * (1 - r)
+    gi = torch.cat([d_r, d_z, d_n], 1)
+    gh = torch.cat([d_r, d_z, d_n * r], 1)
+    dt = grad_hy.dtype
+    bias = (lambda x: x.sum(0).to(dt)) if has_bias else (lambda x: None)
+    return gi.to(dt), gh.to(dt), (gy * z).to(dt), bias(gi), bias(gh)
+
+
+_REFERENCE = {
+    "_thnn_fused_lstm_cell": _lstm_cell,
+    "_thnn_fused_lstm_cell_backward_impl": _lstm_cell_backward,
+    "_thnn_fused_gru_cell": _gru_cell,
+    "_thnn_fused_gru_cell_backward": _gru_cell_backward,
+}
+_library = None
+
+
+def _register_reference():
+    """Makes the formulas above the ops' CPU kernels (once; only ops without one)."""
+    global _library
+    if _library is not None:
+        return
+    _library = torch.library.Library("aten", "IMPL")
+    for name, fn in _REFERENCE.items():
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "CPU"):
+            _library.impl(name, fn, "CPU")
+
+
+# ================================================================ the cases
+
+
+def _operand(ctx, rows, cols, layout, domain="any"):
+    """A [rows, cols] operand: ``rowstep`` is a step of a wider sequence tensor
+    (rows contiguous, row stride past cols, from an offset); else ``ctx.of``'s layouts."""
+    if layout == "rowstep":
+        base = torch.full((rows, cols + 11), float("nan"), dtype=ctx.dtype)
+        base[:, 3:3 + cols] = ctx.values((rows, cols), domain)
+        return T(base, lambda x: x[:, 3:3 + cols], grad=False)
+    return ctx.of(ctx.values((rows, cols), domain), layout, grad=False)
+
+
+def _bias(ctx, n, present):
+    return ctx.t(n, grad=False) if present else None
+
+
+_LAYOUTS = (
+    ("5x7", _B, _H, "contiguous"),
+    ("row-strided steps 5x7", _B, _H, "rowstep"),
+    ("transposed 5x7", _B, _H, "transposed"),
+    ("sliced with gaps 5x7", _B, _H, "sliced"),
+    ("empty batch 0x7", 0, _H, "contiguous"),
+    ("batch of one 1x13", 1, 13, "contiguous"),
+    ("64x160 (parallel path)", 64, 160, "contiguous"),
+)
+
+
+@register("_thnn_fused_lstm_cell", "_thnn_fused_gru_cell")
+def _cell_cases(ctx):
+    """(input_gates, hidden_gates, state, input_bias?, hidden_bias?)."""
+    _register_reference()
+    k = 4 if ctx.base == "_thnn_fused_lstm_cell" else 3
+    cases = []
+    for label, b, h, layout in _LAYOUTS:
+        for biases, what in (((True, True), "biases"), ((False, False), "no bias")):
+            if what == "no bias" and layout not in ("contiguous", "rowstep"):
+                continue
+            args = (_operand(ctx, b, k * h, layout), _operand(ctx, b, k * h, layout), _operand(ctx, b, h, layout),
+                    _bias(ctx, k * h, biases[0]), _bias(ctx, k * h, biases[1]))
+            cases.append(Case(f"{label}, {what}", *args))
+    cases.append(Case("5x7, input bias only", _operand(ctx, _B, k * _H, "contiguous"),
+                      _operand(ctx, _B, k * _H, "contiguous"), _operand(ctx, _B, _H, "contiguous"),
+                      _bias(ctx, k * _H, True), None))
+    return cases
+
+
+def _lstm_workspace(ctx, b, h, layout):
+    """Activated gates: i, f, o in (0, 1), g in (-1, 1)."""
+    parts = [ctx.values((b, h), d) for d in ("unit", "unit", "signed_unit", "unit")]
+    values = torch.cat(parts, 1)
+    if layout == "rowstep":
+        base = torch.full((b, 4 * h + 11), float("nan"), dtype=ctx.dtype)
+        base[:, 3:3 + 4 * h] = values
+        return T(base, lambda x: x[:, 3:3 + 4 * h], grad=False)
+    return ctx.of(values, layout, grad=False)
+
+
+def _gru_workspace(ctx, b, h, layout):
+    """r, z in (0, 1), n in (-1, 1), hx and the hidden new gate anything."""
+    parts = [ctx.values((b, h), d) for d in ("unit", "unit", "signed_unit", "any", "any")]
+    values = torch.cat(parts, 1)
+    if layout == "rowstep":
+        base = torch.full((b, 5 * h + 11), float("nan"), dtype=ctx.dtype)
+        base[:, 3:3 + 5 * h] = values
+        return T(base, lambda x: x[:, 3:3 + 5 * h], grad=False)
+    return ctx.of(values, layout, grad=False)
+
+
+@register("_thnn_fused_lstm_cell_backward_impl", accumulates=True)
+def _lstm_backward_cases(ctx):
+    """(grad_hy?, grad_cy?, cx, cy, workspace, has_bias): each gradient alone too."""
+    _register_reference()
+    cases = []
+    for label, b, h, layout in _LAYOUTS:
+        for has_bias in (True, False):
+            grads = (_operand(ctx, b, h, layout), _operand(ctx, b, h, layout))
+            cases.append(Case(f"{label}, has_bias={has_bias}", *grads, _operand(ctx, b, h, layout),
+                              _operand(ctx, b, h, layout), _lstm_workspace(ctx, b, h, layout), has_bias))
+    for which in ("grad_hy", "grad_cy"):
+        g = _operand(ctx, _B, _H, "contiguous")
+        grads = (g, None) if which == "grad_hy" else (None, g)
+        cases.append(Case(f"5x7, {which} only", *grads, _operand(ctx, _B, _H, "contiguous"),
+                          _operand(ctx, _B, _H, "contiguous"), _lstm_workspace(ctx, _B, _H, "contiguous"), True))
+    return cases
+
+
+@register("_thnn_fused_gru_cell_backward", accumulates=True)
+def _gru_backward_cases(ctx):
+    """(grad_hy, workspace, has_bias)."""
+    _register_reference()
+    cases = []
+    for label, b, h, layout in _LAYOUTS:
+        for has_bias in (True, False):
+            cases.append(Case(f"{label}, has_bias={has_bias}", _operand(ctx, b, h, layout),
+                              _gru_workspace(ctx, b, h, layout), has_bias))
+    return cases

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "ops_misc.h"
+#include "vmath.hpp"
 
 namespace onednn_engine {
 
@@ -14,6 +15,13 @@ namespace {
 
 template <class T>
 using compute_t = std::conditional_t<std::is_same_v<T, sdk::bfloat16>, float, T>;
+
+// exp in the compute type: the vectorisable one for float (vmath.hpp).
+template <class C>
+inline C exp_c(C x) {
+  if constexpr (std::is_same_v<C, float>) return vmath::exp(x);
+  else return std::exp(x);
+}
 
 // out = op(self) for out's dtype among Ts; op is a generic lambda over the compute type.
 template <class... Ts, class Op>
@@ -39,7 +47,7 @@ sdk::Kernel math_unary(const char* name) {
     };
   if (n == "silu")
     return [](const sdk::Call& c) {
-      unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); });
+      unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return x / (decltype(x)(1) + exp_c(-x)); });
     };
   if (n == "sin")
     return [](const sdk::Call& c) { unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return std::sin(x); }); };
@@ -50,9 +58,11 @@ sdk::Kernel math_unary(const char* name) {
 
 // pow(self, exponent): the special exponents of ATen's pow_tensor_scalar kernel
 // (0.5, 2, 3, -0.5, -1, -2) as products and roots, others through std::pow
-// (exponent 0 gives 1, even for NaN; exponent 1 gives self).
+// (exponent 0 gives 1, even for NaN; exponent 1 gives self: pow's backward
+// asks for x^1 when the exponent is 2, as in RMSNorm).
 void pow_scalar(const sdk::Call& call) {
   const double e = call.scalar(1);
+  if (e == 1) return unary_loop<float, sdk::bfloat16, double>(call, [](auto x) { return x; });
   if (e == 0.5) return unary_loop<float, sdk::bfloat16, double>(call, [](auto x) { return std::sqrt(x); });
   if (e == 2) return unary_loop<float, sdk::bfloat16, double>(call, [](auto x) { return x * x; });
   if (e == 3) return unary_loop<float, sdk::bfloat16, double>(call, [](auto x) { return x * x * x; });
@@ -74,7 +84,7 @@ void silu_backward(const sdk::Call& call) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     map2<T>(out, g, x, [](C dy, C v) {
-      const C s = C(1) / (C(1) + std::exp(-v));
+      const C s = C(1) / (C(1) + exp_c(-v));
       return dy * s * (C(1) + v * (C(1) - s));
     });
   });

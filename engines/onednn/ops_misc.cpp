@@ -1,7 +1,10 @@
 // Elementwise math oneDNN has no primitive for (sin, cos) or none this engine
 // maps (neg, rsqrt, silu, pow with a scalar exponent, silu_backward): the
-// engine's own loops (loops.hpp), with ATen's CPU formulas. bfloat16 computes
+// engine's own loops (loops.hpp), with ATen's CPU formulas; exp, sin and cos
+// of float32 from vmath.hpp, which the loops vectorise (libm is a call per
+// element), std::pow for exponents without a special case. bfloat16 computes
 // in float, float64 in double; neg also serves int64.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -35,6 +38,31 @@ void unary_loop(const sdk::Call& call, Op op) {
   });
 }
 
+// sin/cos. Dense float32 through vmath::trig (vectorised, within 1.6 ulp),
+// block by block, the block's elements past vmath::kTrigMax (and infinities,
+// NaN) redone with libm; other dtypes and layouts in the libm loop.
+template <bool kCos>
+void trig(const sdk::Call& call) {
+  const sdk::Tensor out = call.output(0), a = call.tensor(0);
+  if (is_f32(out.dtype()) && is_f32(a.dtype()) && same_dense(out, a)) {
+    float* o = reinterpret_cast<float*>(out.bytes());  // may alias a (sin_)
+    const float* x = reinterpret_cast<const float*>(a.bytes());
+    host().parallel_for(0, out.numel(), sdk::kParallelGrain, [o, x](int64_t b, int64_t e) {
+      constexpr int64_t kBlock = 256;
+      float tmp[kBlock];
+      for (int64_t i = b; i < e; i += kBlock) {
+        const int64_t m = std::min(kBlock, e - i);
+        loops::dense1(tmp, x + i, m, [](float v) { return vmath::trig(v, kCos); });
+        for (int64_t k = 0; k < m; ++k)
+          if (!(std::fabs(x[i + k]) <= vmath::kTrigMax)) tmp[k] = kCos ? std::cos(x[i + k]) : std::sin(x[i + k]);
+        std::memcpy(o + i, tmp, static_cast<size_t>(m) * sizeof(float));
+      }
+    });
+    return;
+  }
+  unary_loop<float, sdk::bfloat16, double>(call, [](auto v) { return kCos ? std::cos(v) : std::sin(v); });
+}
+
 }  // namespace
 
 sdk::Kernel math_unary(const char* name) {
@@ -49,10 +77,8 @@ sdk::Kernel math_unary(const char* name) {
     return [](const sdk::Call& c) {
       unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return x / (decltype(x)(1) + exp_c(-x)); });
     };
-  if (n == "sin")
-    return [](const sdk::Call& c) { unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return std::sin(x); }); };
-  if (n == "cos")
-    return [](const sdk::Call& c) { unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return std::cos(x); }); };
+  if (n == "sin") return trig<false>;
+  if (n == "cos") return trig<true>;
   sdk::fail(OPENREG_STATUS_INTERNAL, "onednn math_unary: unknown op " + n);
 }
 

@@ -45,4 +45,36 @@ inline float exp(float x) {
   return x != x ? x : y;
 }
 
+// sin and cos after Cephes' sinf/cosf: x reduced by multiples of pi/4 (pi/4 in
+// three parts, exact products up to |x| = kTrigMax), then the sine or cosine
+// polynomial on [-pi/4, pi/4], both computed and one selected (no branches).
+// Past kTrigMax, and for infinities and NaN, the result is meaningless: callers
+// recompute those elements with std::sin/std::cos.
+constexpr float kTrigMax = 8192.0f;
+
+inline float trig(float x, bool cosine) {
+  const float ax = std::fabs(x);
+  int32_t j = static_cast<int32_t>(ax * 1.27323954473516f);  // 4 / pi
+  j += j & 1;                                                 // to an even octant
+  const float y = static_cast<float>(j);
+  const float z = ((ax - y * 0.78515625f) - y * 2.4187564849853515625e-4f) - y * 3.77489497744594108e-8f;
+  const float zz = z * z;
+  const float c = 1.0f - 0.5f * zz + zz * zz * ((2.443315711809948e-5f * zz - 1.388731625493765e-3f) * zz +
+                                              4.166664568298827e-2f);
+  const float sp = z + z * zz * ((-1.9515295891e-4f * zz + 8.3321608736e-3f) * zz - 1.6666654611e-1f);
+  const int32_t q = (j >> 1) & 3;  // quadrant: 0..3 of the reduced angle
+  bool neg;
+  float r;
+  if (cosine) {
+    r = (q & 1) ? sp : c;
+    neg = q == 1 || q == 2;
+  } else {
+    r = (q & 1) ? c : sp;
+    uint32_t bits;  // the sign bit, so that sin(-0) is -0
+    std::memcpy(&bits, &x, sizeof bits);
+    neg = (q >= 2) != (bits >> 31 != 0);
+  }
+  return neg ? -r : r;
+}
+
 }  // namespace onednn_engine::vmath

@@ -200,15 +200,23 @@ dnnl::primitive_attr base_attr() {
 
 int current_threads() { return omp_get_max_threads(); }
 
-Threads::Threads(int n) : prev_(omp_get_max_threads()) {
+namespace {
+// The host's thread count when this thread's outermost Threads scope opened; 0 outside.
+thread_local int t_budget = 0;
+int host_threads() { return t_budget > 0 ? t_budget : host().num_threads(); }
+}  // namespace
+
+Threads::Threads(int n) : prev_(omp_get_max_threads()), prev_budget_(t_budget) {
+  if (t_budget == 0) t_budget = std::max(1, host().num_threads());
   if (n > 0 && n != prev_) omp_set_num_threads(n);
 }
 Threads::~Threads() {
   if (omp_get_max_threads() != prev_) omp_set_num_threads(prev_);
+  t_budget = prev_budget_;
 }
 
 int threads_for(double work, double grain) {
-  const int n = std::max(1, host().num_threads());
+  const int n = std::max(1, host_threads());
   if (work < grain) return 1;
   return std::max(1, std::min(n, static_cast<int>(work / grain)));
 }

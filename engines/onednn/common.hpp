@@ -124,7 +124,12 @@ std::shared_ptr<T> cached(Key key, Make&& make) {
 
 // Sets this thread's OpenMP thread count (oneDNN's runtime is OpenMP) for the
 // scope of one call, and restores it: torch's own CPU ops on this thread read
-// the same setting.
+// the same setting. Scopes nest (the kernel wrapper's, then matmul's or
+// convolution's by FLOPs); the outermost one records the host's count, which
+// the inner ones' threads_for read: the host's count is the OpenMP setting,
+// which the outer scope has already lowered (a 512x128 @ 128x128 matmul ran on
+// one thread at torch.set_num_threads(2), its 64K-element tensors giving the
+// wrapper's scope one thread).
 class Threads {
  public:
   explicit Threads(int n);
@@ -134,10 +139,12 @@ class Threads {
 
  private:
   int prev_;
+  int prev_budget_;
 };
 
 // Threads for a call doing `work` units, `grain` units per thread at least:
-// 1 below the grain (no thread start-up on tiny inputs), else the host's count.
+// 1 below the grain (no thread start-up on tiny inputs), else up to the host's
+// count (as it was outside every Threads scope).
 int threads_for(double work, double grain);
 // Grains: elements for memory-bound ops (ATen's 32768), FLOPs for conv/matmul.
 // For memory-bound primitives a second thread only pays off past ~64K

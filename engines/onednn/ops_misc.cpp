@@ -1,12 +1,16 @@
 // Elementwise math oneDNN has no primitive for (sin, cos) or none this engine
 // maps (neg, rsqrt, silu, pow with a scalar exponent, silu_backward): the
-// engine's own loops (loops.hpp), with ATen's CPU formulas. bfloat16 computes
+// engine's own loops (loops.hpp), with ATen's CPU formulas; exp, sin and cos
+// of float32 from vmath.hpp, which the loops vectorise (libm is a call per
+// element), std::pow for exponents without a special case. bfloat16 computes
 // in float, float64 in double; neg also serves int64.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
 #include "ops_misc.h"
+#include "vmath.hpp"
 
 namespace onednn_engine {
 
@@ -14,6 +18,13 @@ namespace {
 
 template <class T>
 using compute_t = std::conditional_t<std::is_same_v<T, sdk::bfloat16>, float, T>;
+
+// exp in the compute type: the vectorisable one for float (vmath.hpp).
+template <class C>
+inline C exp_c(C x) {
+  if constexpr (std::is_same_v<C, float>) return vmath::exp(x);
+  else return std::exp(x);
+}
 
 // out = op(self) for out's dtype among Ts; op is a generic lambda over the compute type.
 template <class... Ts, class Op>
@@ -25,6 +36,31 @@ void unary_loop(const sdk::Call& call, Op op) {
     using C = compute_t<T>;
     map1<T>(out, a, [op](C x) { return op(x); });
   });
+}
+
+// sin/cos. Dense float32 through vmath::trig (vectorised, within 1.6 ulp),
+// block by block, the block's elements past vmath::kTrigMax (and infinities,
+// NaN) redone with libm; other dtypes and layouts in the libm loop.
+template <bool kCos>
+void trig(const sdk::Call& call) {
+  const sdk::Tensor out = call.output(0), a = call.tensor(0);
+  if (is_f32(out.dtype()) && is_f32(a.dtype()) && same_dense(out, a)) {
+    float* o = reinterpret_cast<float*>(out.bytes());  // may alias a (sin_)
+    const float* x = reinterpret_cast<const float*>(a.bytes());
+    host().parallel_for(0, out.numel(), sdk::kParallelGrain, [o, x](int64_t b, int64_t e) {
+      constexpr int64_t kBlock = 256;
+      float tmp[kBlock];
+      for (int64_t i = b; i < e; i += kBlock) {
+        const int64_t m = std::min(kBlock, e - i);
+        loops::dense1(tmp, x + i, m, [](float v) { return vmath::trig(v, kCos); });
+        for (int64_t k = 0; k < m; ++k)
+          if (!(std::fabs(x[i + k]) <= vmath::kTrigMax)) tmp[k] = kCos ? std::cos(x[i + k]) : std::sin(x[i + k]);
+        std::memcpy(o + i, tmp, static_cast<size_t>(m) * sizeof(float));
+      }
+    });
+    return;
+  }
+  unary_loop<float, sdk::bfloat16, double>(call, [](auto v) { return kCos ? std::cos(v) : std::sin(v); });
 }
 
 }  // namespace
@@ -39,20 +75,20 @@ sdk::Kernel math_unary(const char* name) {
     };
   if (n == "silu")
     return [](const sdk::Call& c) {
-      unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); });
+      unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return x / (decltype(x)(1) + exp_c(-x)); });
     };
-  if (n == "sin")
-    return [](const sdk::Call& c) { unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return std::sin(x); }); };
-  if (n == "cos")
-    return [](const sdk::Call& c) { unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return std::cos(x); }); };
+  if (n == "sin") return trig<false>;
+  if (n == "cos") return trig<true>;
   sdk::fail(OPENREG_STATUS_INTERNAL, "onednn math_unary: unknown op " + n);
 }
 
 // pow(self, exponent): the special exponents of ATen's pow_tensor_scalar kernel
 // (0.5, 2, 3, -0.5, -1, -2) as products and roots, others through std::pow
-// (exponent 0 gives 1, even for NaN; exponent 1 gives self).
+// (exponent 0 gives 1, even for NaN; exponent 1 gives self: pow's backward
+// asks for x^1 when the exponent is 2, as in RMSNorm).
 void pow_scalar(const sdk::Call& call) {
   const double e = call.scalar(1);
+  if (e == 1) return unary_loop<float, sdk::bfloat16, double>(call, [](auto x) { return x; });
   if (e == 0.5) return unary_loop<float, sdk::bfloat16, double>(call, [](auto x) { return std::sqrt(x); });
   if (e == 2) return unary_loop<float, sdk::bfloat16, double>(call, [](auto x) { return x * x; });
   if (e == 3) return unary_loop<float, sdk::bfloat16, double>(call, [](auto x) { return x * x * x; });
@@ -74,7 +110,7 @@ void silu_backward(const sdk::Call& call) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     map2<T>(out, g, x, [](C dy, C v) {
-      const C s = C(1) / (C(1) + std::exp(-v));
+      const C s = C(1) / (C(1) + exp_c(-v));
       return dy * s * (C(1) + v * (C(1) - s));
     });
   });

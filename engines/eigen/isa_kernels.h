@@ -11,6 +11,9 @@
 
 namespace eigen_engine {
 
+// The elementwise float32 functions of IsaKernels::unary_f32.
+enum IsaUnary { ISA_EXP, ISA_TANH, ISA_SIGMOID, ISA_SILU };
+
 struct IsaKernels {
   const char* name;  // "avx512", "avx2" or "generic"
   // C (col-major, ldc) = alpha * op(A) * op(B) + beta * C (see gemm() in eigen_engine.h).
@@ -35,6 +38,8 @@ struct IsaKernels {
                                   const float* rstd, float* gi, int64_t rows, int64_t n);
   // gelu of n floats, exact (erf) or tanh-approximated.
   void (*gelu_f32)(const float* x, float* y, int64_t n, bool tanh_approx);
+  // y = f(x) over n floats, f one of IsaUnary (the formulas of ops_elementwise.cpp).
+  void (*unary_f32)(int kind, const float* x, float* y, int64_t n);
 };
 
 const IsaKernels& isa();

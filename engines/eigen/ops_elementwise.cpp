@@ -126,7 +126,9 @@ void unary_t(const sdk::Host& host, Unary kind, const Tensor& out, const Tensor&
     case U_CEIL: runv([](C x) { return std::ceil(x); }, [](const auto& x) { return x.ceil(); }); break;
     case U_ROUND: runv([](C x) { return std::nearbyint(x); }, [](const auto& x) { return x.rint(); }); break;
     case U_TRUNC: run([](C x) { return std::trunc(x); }); break;
-    case U_SILU: run([](C x) { return x * sigmoid1(x); }); break;
+    case U_SILU:
+      runv([](C x) { return x / (C(1) + std::exp(-x)); }, [](const auto& x) { return x / (C(1) + (-x).exp()); });
+      break;
     case U_LEAKY_RELU: {
       const C k = static_cast<C>(p.p0);
       // x * (x <= 0 ? k : 1): a select between constants, branch-free; NaN stays NaN.
@@ -158,10 +160,17 @@ void unary_t(const sdk::Host& host, Unary kind, const Tensor& out, const Tensor&
       break;
     }
     case U_POW: {
+      // The exponents ATen computes with multiplications, roots and reciprocals
+      // (its pow_tensor_scalar_optimized_kernel), the same way; std::pow otherwise.
       const C e = static_cast<C>(p.p0);
-      if (e == C(2)) run([](C x) { return x * x; });
-      else if (e == C(0.5)) run([](C x) { return std::sqrt(x); });
-      else if (e == C(1)) run([](C x) { return x; });
+      if (e == C(2)) runv([](C x) { return x * x; }, [](const auto& x) { return x * x; });
+      else if (e == C(3)) runv([](C x) { return x * x * x; }, [](const auto& x) { return x * x * x; });
+      else if (e == C(0.5)) runv([](C x) { return std::sqrt(x); }, [](const auto& x) { return x.sqrt(); });
+      else if (e == C(-0.5))
+        runv([](C x) { return C(1) / std::sqrt(x); }, [](const auto& x) { return x.sqrt().inverse(); });
+      else if (e == C(-1)) runv([](C x) { return C(1) / x; }, [](const auto& x) { return x.inverse(); });
+      else if (e == C(-2)) runv([](C x) { return C(1) / (x * x); }, [](const auto& x) { return (x * x).inverse(); });
+      else if (e == C(1)) runv([](C x) { return x; }, [](const auto& x) { return x; });
       else run([e](C x) { return std::pow(x, e); });
       break;
     }
@@ -328,13 +337,22 @@ void unary(const Call& call, Unary kind) {
     case U_POW: p.p0 = call.scalar(1); break;
     default: break;
   }
-  if (kind == U_GELU && sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && a.is_contiguous() &&
-      out.is_contiguous() && a.numel() == out.numel()) {  // contiguous float32: the ISA kernel
-    const auto kernel = isa().gelu_f32;
+  const bool isa_kind = kind == U_GELU || kind == U_EXP || kind == U_TANH || kind == U_SIGMOID || kind == U_SILU;
+  if (isa_kind && sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && a.is_contiguous() && out.is_contiguous() &&
+      a.numel() == out.numel()) {  // contiguous float32: the ISA kernels (transcendental, compute bound)
     const float* x = a.data<float>();
     float* y = out.data<float>();
-    call.host().parallel_for(0, out.numel(), sdk::kParallelGrain,
-                             [&](int64_t b, int64_t e) { kernel(x + b, y + b, e - b, p.tanh_approx); });
+    // A quarter of the memory-bound grain: these cost tens of cycles per element.
+    const int64_t grain = sdk::kParallelGrain / 4;
+    if (kind == U_GELU) {
+      const auto kernel = isa().gelu_f32;
+      call.host().parallel_for(0, out.numel(), grain,
+                               [&](int64_t b, int64_t e) { kernel(x + b, y + b, e - b, p.tanh_approx); });
+    } else {
+      const auto kernel = isa().unary_f32;
+      const int k = kind == U_EXP ? ISA_EXP : kind == U_TANH ? ISA_TANH : kind == U_SIGMOID ? ISA_SIGMOID : ISA_SILU;
+      call.host().parallel_for(0, out.numel(), grain, [&](int64_t b, int64_t e) { kernel(k, x + b, y + b, e - b); });
+    }
     return;
   }
   if (kind == U_NEG || kind == U_ABS || kind == U_RELU) {

@@ -28,6 +28,7 @@ using sdk::Tensor;
 // The type arithmetic happens in: float for bfloat16, else the type itself.
 template <class T> struct compute_type { using type = T; };
 template <> struct compute_type<sdk::bfloat16> { using type = float; };
+template <> struct compute_type<sdk::float16> { using type = float; };
 template <class T> using C_t = typename compute_type<T>::type;
 template <class T> constexpr bool is_eigen_native = std::is_same_v<T, float> || std::is_same_v<T, double>;
 

@@ -251,11 +251,11 @@ void convert_t(const sdk::Host& host, const Tensor& out, const Tensor& src) {
 
 // add/sub(self, other, alpha), mul/div/maximum/minimum(self, other); .Tensor,
 // .Scalar, in-place, out= forms.
-// add/sub/mul also serve int64 and int32 (the optimizers' step counters).
+// add/sub/mul also serve float16 and int64 and int32 (the optimizers' step counters).
 template <class Fn>
 void dispatch_binary(Binary kind, openreg_dtype d, Fn&& fn) {
   if (kind == B_ADD || kind == B_SUB || kind == B_MUL)
-    sdk::dispatch<float, double, sdk::bfloat16, int64_t, int32_t>(d, "binary", std::forward<Fn>(fn));
+    sdk::dispatch<float, double, sdk::bfloat16, sdk::float16, int64_t, int32_t>(d, "binary", std::forward<Fn>(fn));
   else
     dispatch_ew(d, "binary", std::forward<Fn>(fn));
 }

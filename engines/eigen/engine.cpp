@@ -163,10 +163,10 @@ sdk::EngineDef build() {
     const std::string bwd = log ? "aten::_log_softmax_backward_data" : "aten::_softmax_backward_data";
     auto f = [log](const sdk::Call& c) { ee::softmax(c, log); };
     auto b = [log](const sdk::Call& c) { ee::softmax_backward(c, log); };
-    e.op(fwd, fl, f);
-    e.op(fwd + ".out", fl, contiguous_out_only(f));
-    e.op(bwd, fl, b);
-    e.op(bwd + ".out", fl, contiguous_out_only(b));
+    e.op(fwd, ew, f);
+    e.op(fwd + ".out", ew, contiguous_out_only(f));
+    e.op(bwd, ew, b);
+    e.op(bwd + ".out", ew, contiguous_out_only(b));
   }
   e.op("aten::nll_loss_forward", fl, ee::nll_loss_forward);
   e.op("aten::nll_loss_backward", fl, ee::nll_loss_backward);

@@ -303,6 +303,23 @@ void binary(const Call& call, Binary kind) {
   }
   require_dtype(call, out, a, "self");
   if (b) require_dtype(call, out, *b, "other");
+  // Contiguous float32 without broadcasting: the ISA kernel (the portable loops
+  // are built for the baseline ISA).
+  const int64_t n = out.numel();
+  if ((kind == B_ADD || kind == B_SUB || kind == B_MUL || kind == B_DIV) &&
+      sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && out.is_contiguous() && a.is_contiguous() &&
+      a.numel() == n && (!b || (b->is_contiguous() && b->numel() == n))) {
+    const int k = kind == B_MUL ? ISA_MUL : kind == B_DIV ? ISA_DIV : ISA_ADD;
+    const float al = static_cast<float>(kind == B_SUB ? -alpha : alpha), bs = static_cast<float>(bval);
+    const float* pa = a.data<float>();
+    const float* pb = b ? b->data<float>() : nullptr;
+    float* po = out.data<float>();
+    const auto kernel = isa().binary_f32;
+    call.host().parallel_for(0, n, sdk::kParallelGrain, [&](int64_t s, int64_t e) {
+      kernel(k, pa + s, pb ? pb + s : nullptr, bs, al, po + s, e - s);
+    });
+    return;
+  }
   dispatch_binary(kind, out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     binary_t<T>(call.host(), kind, out, a, b ? &*b : nullptr, bval, alpha);

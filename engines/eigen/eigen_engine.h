@@ -28,6 +28,7 @@ using sdk::Tensor;
 // The type arithmetic happens in: float for bfloat16, else the type itself.
 template <class T> struct compute_type { using type = T; };
 template <> struct compute_type<sdk::bfloat16> { using type = float; };
+template <> struct compute_type<sdk::float16> { using type = float; };
 template <class T> using C_t = typename compute_type<T>::type;
 template <class T> constexpr bool is_eigen_native = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
@@ -111,6 +112,16 @@ template <class T, size_t N, class V, size_t... I>
 inline void row_vec(V& v, T* o, const std::array<const T*, N>& x, int64_t n, std::index_sequence<I...>) {
   ArrMap<T>(o, n) = v(CArrMap<T>(x[I], n)...);
 }
+// Two operands, one of them with stride 0 along the row (sx[k] == 0).
+template <class T, class V>
+inline void row_vec_bcast(V& v, T* o, const std::array<const char*, 2>& x, const std::array<int64_t, 2>& sx,
+                          int64_t n) {
+  using A = Eigen::Array<T, Eigen::Dynamic, 1>;
+  const T* x0 = reinterpret_cast<const T*>(x[0]);
+  const T* x1 = reinterpret_cast<const T*>(x[1]);
+  if (sx[1] == 0) ArrMap<T>(o, n) = v(CArrMap<T>(x0, n), A::Constant(n, *x1));
+  else ArrMap<T>(o, n) = v(A::Constant(n, *x0), CArrMap<T>(x1, n));
+}
 }  // namespace detail
 
 template <class T, size_t N, class F, class V = std::nullptr_t>
@@ -129,6 +140,14 @@ void emap(const sdk::Host& host, const Tensor& out, const std::array<Tensor, N>&
                         xp[k] = p[k + 1];
                         xs[k] = s[k + 1];
                         contig = contig && xs[k] == es;
+                      }
+                      if constexpr (N == 2 && !std::is_same_v<V, std::nullptr_t> && is_eigen_native<T>) {
+                        // One operand broadcast along the row (x * rstd[row], x + bias): a
+                        // constant array, so the row stays vectorised.
+                        if (s[0] == es && ((xs[0] == es && xs[1] == 0) || (xs[0] == 0 && xs[1] == es))) {
+                          detail::row_vec_bcast<T>(v, reinterpret_cast<T*>(p[0]), xp, xs, n);
+                          return;
+                        }
                       }
                       if (contig) {
                         std::array<const T*, N> xt;

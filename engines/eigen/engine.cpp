@@ -64,12 +64,14 @@ sdk::EngineDef build() {
   const DL ew{f32, f64, bf16};
   const DL fl{f32, f64};
   const DL ewi{f32, f64, bf16, sdk::dtypes::int64, sdk::dtypes::int32};
+  const DL ewhi{f32, f64, bf16, sdk::dtypes::float16, sdk::dtypes::int64, sdk::dtypes::int32};
+  const DL red_dt{f32, f64, bf16, sdk::dtypes::float16};  // reductions: 16-bit floats read as float
   sdk::EngineDef e("eigen", "0.1.0");
 
   // ---- elementwise (ops_elementwise.cpp)
-  binary_forms(e, "add", ewi, ee::B_ADD);
-  binary_forms(e, "sub", ewi, ee::B_SUB);
-  binary_forms(e, "mul", ewi, ee::B_MUL);
+  binary_forms(e, "add", ewhi, ee::B_ADD);
+  binary_forms(e, "sub", ewhi, ee::B_SUB);
+  binary_forms(e, "mul", ewhi, ee::B_MUL);
   binary_forms(e, "div", ew, ee::B_DIV);
   binary_forms(e, "maximum", ew, ee::B_MAX);
   binary_forms(e, "minimum", ew, ee::B_MIN);
@@ -161,10 +163,10 @@ sdk::EngineDef build() {
     const std::string bwd = log ? "aten::_log_softmax_backward_data" : "aten::_softmax_backward_data";
     auto f = [log](const sdk::Call& c) { ee::softmax(c, log); };
     auto b = [log](const sdk::Call& c) { ee::softmax_backward(c, log); };
-    e.op(fwd, fl, f);
-    e.op(fwd + ".out", fl, contiguous_out_only(f));
-    e.op(bwd, fl, b);
-    e.op(bwd + ".out", fl, contiguous_out_only(b));
+    e.op(fwd, ew, f);
+    e.op(fwd + ".out", ew, contiguous_out_only(f));
+    e.op(bwd, ew, b);
+    e.op(bwd + ".out", ew, contiguous_out_only(b));
   }
   e.op("aten::nll_loss_forward", fl, ee::nll_loss_forward);
   e.op("aten::nll_loss_backward", fl, ee::nll_loss_backward);
@@ -173,15 +175,15 @@ sdk::EngineDef build() {
 
   // ---- reductions (ops_reduce.cpp)
   auto red = [](ee::Reduce k) { return [k](const sdk::Call& c) { ee::reduce(c, k); }; };
-  e.op("aten::sum", fl, red(ee::R_SUM_ALL));
-  for (const char* n : {"aten::sum.dim_IntList", "aten::sum.IntList_out"}) e.op(n, fl, red(ee::R_SUM));
-  for (const char* n : {"aten::mean.dim", "aten::mean.out"}) e.op(n, fl, red(ee::R_MEAN));
-  for (const char* n : {"aten::amax", "aten::amax.out"}) e.op(n, fl, red(ee::R_AMAX));
-  for (const char* n : {"aten::amin", "aten::amin.out"}) e.op(n, fl, red(ee::R_AMIN));
-  e.op("aten::max.dim", fl, red(ee::R_MAX_DIM));
-  e.op("aten::min.dim", fl, red(ee::R_MIN_DIM));
-  for (const char* n : {"aten::argmax", "aten::argmax.out"}) e.op(n, fl, red(ee::R_ARGMAX));
-  for (const char* n : {"aten::argmin", "aten::argmin.out"}) e.op(n, fl, red(ee::R_ARGMIN));
+  e.op("aten::sum", red_dt, red(ee::R_SUM_ALL));
+  for (const char* n : {"aten::sum.dim_IntList", "aten::sum.IntList_out"}) e.op(n, red_dt, red(ee::R_SUM));
+  for (const char* n : {"aten::mean.dim", "aten::mean.out"}) e.op(n, red_dt, red(ee::R_MEAN));
+  for (const char* n : {"aten::amax", "aten::amax.out"}) e.op(n, red_dt, red(ee::R_AMAX));
+  for (const char* n : {"aten::amin", "aten::amin.out"}) e.op(n, red_dt, red(ee::R_AMIN));
+  e.op("aten::max.dim", red_dt, red(ee::R_MAX_DIM));
+  e.op("aten::min.dim", red_dt, red(ee::R_MIN_DIM));
+  for (const char* n : {"aten::argmax", "aten::argmax.out"}) e.op(n, red_dt, red(ee::R_ARGMAX));
+  for (const char* n : {"aten::argmin", "aten::argmin.out"}) e.op(n, red_dt, red(ee::R_ARGMIN));
 
   // ---- normalisation (ops_norm.cpp)
   e.op("aten::native_layer_norm", fl, ee::layer_norm);

@@ -11,6 +11,11 @@
 
 namespace eigen_engine {
 
+// The elementwise float32 functions of IsaKernels::unary_f32.
+enum IsaUnary { ISA_EXP, ISA_TANH, ISA_SIGMOID, ISA_SILU };
+// The binary float32 operations of IsaKernels::binary_f32.
+enum IsaBinary { ISA_ADD, ISA_MUL, ISA_DIV };
+
 struct IsaKernels {
   const char* name;  // "avx512", "avx2" or "generic"
   // C (col-major, ldc) = alpha * op(A) * op(B) + beta * C (see gemm() in eigen_engine.h).
@@ -24,7 +29,7 @@ struct IsaKernels {
   // Their backward from the forward's output y: log: gx = g - exp(y) * sum(g),
   // else gx = y * (g - sum(g * y)). gx may be g or y (in place).
   void (*softmax_backward_f32)(const float* g, const float* y, float* gx, int64_t rows, int64_t n, bool log);
-  // Sum of n floats, accumulated in double.
+  // Sum of n floats: float lanes over blocks of 256, the block sums in double.
   double (*sum_f32)(const float* x, int64_t n);
   // Layer norm of each row (statistics in double); w and b may be null.
   void (*layer_norm_f32)(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
@@ -35,6 +40,10 @@ struct IsaKernels {
                                   const float* rstd, float* gi, int64_t rows, int64_t n);
   // gelu of n floats, exact (erf) or tanh-approximated.
   void (*gelu_f32)(const float* x, float* y, int64_t n, bool tanh_approx);
+  // y = f(x) over n floats, f one of IsaUnary (the formulas of ops_elementwise.cpp).
+  void (*unary_f32)(int kind, const float* x, float* y, int64_t n);
+  // o = a + alpha * b, a * b or a / b over n floats; b null: the scalar bs instead.
+  void (*binary_f32)(int kind, const float* a, const float* b, float bs, float alpha, float* o, int64_t n);
 };
 
 const IsaKernels& isa();

@@ -126,7 +126,9 @@ void unary_t(const sdk::Host& host, Unary kind, const Tensor& out, const Tensor&
     case U_CEIL: runv([](C x) { return std::ceil(x); }, [](const auto& x) { return x.ceil(); }); break;
     case U_ROUND: runv([](C x) { return std::nearbyint(x); }, [](const auto& x) { return x.rint(); }); break;
     case U_TRUNC: run([](C x) { return std::trunc(x); }); break;
-    case U_SILU: run([](C x) { return x * sigmoid1(x); }); break;
+    case U_SILU:
+      runv([](C x) { return x / (C(1) + std::exp(-x)); }, [](const auto& x) { return x / (C(1) + (-x).exp()); });
+      break;
     case U_LEAKY_RELU: {
       const C k = static_cast<C>(p.p0);
       // x * (x <= 0 ? k : 1): a select between constants, branch-free; NaN stays NaN.
@@ -158,10 +160,17 @@ void unary_t(const sdk::Host& host, Unary kind, const Tensor& out, const Tensor&
       break;
     }
     case U_POW: {
+      // The exponents ATen computes with multiplications, roots and reciprocals
+      // (its pow_tensor_scalar_optimized_kernel), the same way; std::pow otherwise.
       const C e = static_cast<C>(p.p0);
-      if (e == C(2)) run([](C x) { return x * x; });
-      else if (e == C(0.5)) run([](C x) { return std::sqrt(x); });
-      else if (e == C(1)) run([](C x) { return x; });
+      if (e == C(2)) runv([](C x) { return x * x; }, [](const auto& x) { return x * x; });
+      else if (e == C(3)) runv([](C x) { return x * x * x; }, [](const auto& x) { return x * x * x; });
+      else if (e == C(0.5)) runv([](C x) { return std::sqrt(x); }, [](const auto& x) { return x.sqrt(); });
+      else if (e == C(-0.5))
+        runv([](C x) { return C(1) / std::sqrt(x); }, [](const auto& x) { return x.sqrt().inverse(); });
+      else if (e == C(-1)) runv([](C x) { return C(1) / x; }, [](const auto& x) { return x.inverse(); });
+      else if (e == C(-2)) runv([](C x) { return C(1) / (x * x); }, [](const auto& x) { return (x * x).inverse(); });
+      else if (e == C(1)) runv([](C x) { return x; }, [](const auto& x) { return x; });
       else run([e](C x) { return std::pow(x, e); });
       break;
     }
@@ -242,11 +251,11 @@ void convert_t(const sdk::Host& host, const Tensor& out, const Tensor& src) {
 
 // add/sub(self, other, alpha), mul/div/maximum/minimum(self, other); .Tensor,
 // .Scalar, in-place, out= forms.
-// add/sub/mul also serve int64 and int32 (the optimizers' step counters).
+// add/sub/mul also serve float16 and int64 and int32 (the optimizers' step counters).
 template <class Fn>
 void dispatch_binary(Binary kind, openreg_dtype d, Fn&& fn) {
   if (kind == B_ADD || kind == B_SUB || kind == B_MUL)
-    sdk::dispatch<float, double, sdk::bfloat16, int64_t, int32_t>(d, "binary", std::forward<Fn>(fn));
+    sdk::dispatch<float, double, sdk::bfloat16, sdk::float16, int64_t, int32_t>(d, "binary", std::forward<Fn>(fn));
   else
     dispatch_ew(d, "binary", std::forward<Fn>(fn));
 }
@@ -294,6 +303,23 @@ void binary(const Call& call, Binary kind) {
   }
   require_dtype(call, out, a, "self");
   if (b) require_dtype(call, out, *b, "other");
+  // Contiguous float32 without broadcasting: the ISA kernel (the portable loops
+  // are built for the baseline ISA).
+  const int64_t n = out.numel();
+  if ((kind == B_ADD || kind == B_SUB || kind == B_MUL || kind == B_DIV) &&
+      sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && out.is_contiguous() && a.is_contiguous() &&
+      a.numel() == n && (!b || (b->is_contiguous() && b->numel() == n))) {
+    const int k = kind == B_MUL ? ISA_MUL : kind == B_DIV ? ISA_DIV : ISA_ADD;
+    const float al = static_cast<float>(kind == B_SUB ? -alpha : alpha), bs = static_cast<float>(bval);
+    const float* pa = a.data<float>();
+    const float* pb = b ? b->data<float>() : nullptr;
+    float* po = out.data<float>();
+    const auto kernel = isa().binary_f32;
+    call.host().parallel_for(0, n, sdk::kParallelGrain, [&](int64_t s, int64_t e) {
+      kernel(k, pa + s, pb ? pb + s : nullptr, bs, al, po + s, e - s);
+    });
+    return;
+  }
   dispatch_binary(kind, out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     binary_t<T>(call.host(), kind, out, a, b ? &*b : nullptr, bval, alpha);
@@ -328,13 +354,22 @@ void unary(const Call& call, Unary kind) {
     case U_POW: p.p0 = call.scalar(1); break;
     default: break;
   }
-  if (kind == U_GELU && sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && a.is_contiguous() &&
-      out.is_contiguous() && a.numel() == out.numel()) {  // contiguous float32: the ISA kernel
-    const auto kernel = isa().gelu_f32;
+  const bool isa_kind = kind == U_GELU || kind == U_EXP || kind == U_TANH || kind == U_SIGMOID || kind == U_SILU;
+  if (isa_kind && sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && a.is_contiguous() && out.is_contiguous() &&
+      a.numel() == out.numel()) {  // contiguous float32: the ISA kernels (transcendental, compute bound)
     const float* x = a.data<float>();
     float* y = out.data<float>();
-    call.host().parallel_for(0, out.numel(), sdk::kParallelGrain,
-                             [&](int64_t b, int64_t e) { kernel(x + b, y + b, e - b, p.tanh_approx); });
+    // A quarter of the memory-bound grain: these cost tens of cycles per element.
+    const int64_t grain = sdk::kParallelGrain / 4;
+    if (kind == U_GELU) {
+      const auto kernel = isa().gelu_f32;
+      call.host().parallel_for(0, out.numel(), grain,
+                               [&](int64_t b, int64_t e) { kernel(x + b, y + b, e - b, p.tanh_approx); });
+    } else {
+      const auto kernel = isa().unary_f32;
+      const int k = kind == U_EXP ? ISA_EXP : kind == U_TANH ? ISA_TANH : kind == U_SIGMOID ? ISA_SIGMOID : ISA_SILU;
+      call.host().parallel_for(0, out.numel(), grain, [&](int64_t b, int64_t e) { kernel(k, x + b, y + b, e - b); });
+    }
     return;
   }
   if (kind == U_NEG || kind == U_ABS || kind == U_RELU) {

@@ -1,6 +1,6 @@
 // Reductions over any set of dims, any strides, with keepdim: sum, mean (sums
 // accumulate in double), amax/amin, max.dim/min.dim (values and int64 indices),
-// argmax/argmin. float32 and float64. Output elements are spread over the host's
+// argmax/argmin. float32, float64, bfloat16 and float16 (read as float). Output elements are spread over the host's
 // threads; each walks its reduced sub-tensor with an odometer.
 #include <algorithm>
 #include <cmath>
@@ -177,8 +177,9 @@ void reduce(const Call& call, Reduce kind) {
       sdk::sum_outer<float>(call.host(), in, out, reduced, keepdim && out.dim() == nd,
                             kind == R_MEAN ? 1.0 / static_cast<double>(p.nred) : 1.0))
     return;
-  sdk::dispatch<float, double>(in.dtype(), "reduce", [&](auto tag) {
+  sdk::dispatch<float, double, sdk::bfloat16, sdk::float16>(in.dtype(), "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using C = C_t<T>;  // float for the 16-bit types: read once, compared and summed as float/double
     const T* x = in.data<T>();
     const sdk::Host& h = call.host();
     if (kind == R_SUM || kind == R_MEAN || kind == R_SUM_ALL) {
@@ -186,13 +187,13 @@ void reduce(const Call& call, Reduce kind) {
       const double scale = kind == R_MEAN ? (p.nred == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / p.nred) : 1.0;
       run_plan<1>(h, p, {p.kout}, [&](const std::array<int64_t, 1>& oo, auto visit) {
         double acc = 0;
-        visit([&](int64_t off, int64_t) { acc += static_cast<double>(x[off]); });
+        visit([&](int64_t off, int64_t) { acc += static_cast<double>(static_cast<C>(x[off])); });
         o[oo[0]] = static_cast<T>(kind == R_MEAN ? (p.nred == 0 ? scale : acc * scale) : acc);
       });
       return;
     }
     const bool is_max = kind == R_AMAX || kind == R_MAX_DIM || kind == R_ARGMAX;
-    auto better = [is_max](T v, T best) {
+    auto better = [is_max](C v, C best) {
       if (best != best) return false;
       if (v != v) return true;
       return is_max ? v > best : v < best;
@@ -202,13 +203,13 @@ void reduce(const Call& call, Reduce kind) {
       OPENREG_SDK_CHECK(p.nout == 0 || p.nred > 0, call.op_name(), ": reduction over an empty dimension");
       run_plan<1>(h, p, {p.kout}, [&](const std::array<int64_t, 1>& oo, auto visit) {
         bool first = true;
-        T best = T(0);
+        C best = C(0);
         visit([&](int64_t off, int64_t) {
-          const T v = x[off];
+          const C v = static_cast<C>(x[off]);
           if (first || better(v, best)) best = v;
           first = false;
         });
-        o[oo[0]] = best;
+        o[oo[0]] = static_cast<T>(best);
       });
       return;
     }
@@ -220,17 +221,17 @@ void reduce(const Call& call, Reduce kind) {
     T* vo = values ? out.data<T>() : nullptr;
     run_plan<2>(h, p, {p.kout, pi.kout}, [&](const std::array<int64_t, 2>& oo, auto visit) {
       bool first = true;
-      T best = T(0);
+      C best = C(0);
       int64_t bi = 0;
       visit([&](int64_t off, int64_t lin) {
-        const T v = x[off];
+        const C v = static_cast<C>(x[off]);
         if (first || better(v, best)) {
           best = v;
           bi = lin;
         }
         first = false;
       });
-      if (vo) vo[oo[0]] = best;
+      if (vo) vo[oo[0]] = static_cast<T>(best);
       io[oo[1]] = bi;
     });
   });

@@ -76,6 +76,40 @@ void softmax_backward_t(const sdk::Host& host, const Tensor& gin, const Tensor& 
   });
 }
 
+// dst (D) = src (S) elementwise, same shape, any strides.
+template <class D, class S>
+void convert(const sdk::Host& host, const Tensor& dst, const Tensor& src) {
+  sdk::Shape shape = sdk::shape_of(dst);
+  std::array<sdk::Operand, 2> ops{sdk::operand(dst, shape), sdk::operand(src, shape)};
+  sdk::for_each_row(host, shape, ops, [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<D*>(p[0] + i * s[0]) = static_cast<D>(static_cast<float>(*reinterpret_cast<const S*>(p[1] + i * s[1])));
+  });
+}
+
+// bfloat16 softmax and its backward as ATen computes them: the operands widened
+// to float, the float kernel, the result rounded once. Contiguous float copies
+// in scratch (the float kernel then takes its fast path for the last dim).
+void softmax_bf16(const sdk::Host& host, const Tensor& out, const Tensor& in, int64_t dim, bool log) {
+  const uint64_t bytes = static_cast<uint64_t>(in.numel()) * sizeof(float);
+  auto sx = host.scratch(bytes), sy = host.scratch(bytes);
+  LocalTensor x(sx.as<float>(), sdk::dtypes::float32, in.sizes()), y(sy.as<float>(), sdk::dtypes::float32, in.sizes());
+  convert<float, sdk::bfloat16>(host, x.view(), in);
+  softmax_t<float>(host, y.view(), x.view(), dim, log);
+  convert<sdk::bfloat16, float>(host, out, y.view());
+}
+
+void softmax_backward_bf16(const sdk::Host& host, const Tensor& gin, const Tensor& g, const Tensor& y, int64_t dim,
+                           bool log) {
+  const uint64_t bytes = static_cast<uint64_t>(g.numel()) * sizeof(float);
+  auto sg = host.scratch(bytes), sy = host.scratch(bytes);
+  LocalTensor gf(sg.as<float>(), sdk::dtypes::float32, g.sizes()), yf(sy.as<float>(), sdk::dtypes::float32, y.sizes());
+  convert<float, sdk::bfloat16>(host, gf.view(), g);
+  convert<float, sdk::bfloat16>(host, yf.view(), y);
+  softmax_backward_t<float>(host, gf.view(), gf.view(), yf.view(), dim, log);  // in place: line by line
+  convert<sdk::bfloat16, float>(host, gin, gf.view());
+}
+
 // Sum over all elements of f(a[i], b[i]) (serial, in double).
 template <class T, class F>
 double sum_pairs(const Tensor& a, const Tensor& b, F f) {
@@ -115,6 +149,10 @@ void softmax(const Call& call, bool log) {
                              [&](int64_t b, int64_t e) { kernel(x + b * L, y + b * L, e - b, L, log); });
     return;
   }
+  if (sdk::same_dtype(out.dtype(), sdk::dtypes::bfloat16)) {
+    softmax_bf16(call.host(), out, in, dim, log);
+    return;
+  }
   sdk::dispatch<float, double>(out.dtype(), "softmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
     softmax_t<T>(call.host(), out, in, dim, log);
@@ -142,6 +180,10 @@ void softmax_backward(const Call& call, bool log) {
     const auto kernel = isa().softmax_backward_f32;
     call.host().parallel_for(0, rows, std::max<int64_t>(1, sdk::kParallelGrain / std::max<int64_t>(L, 1)),
                              [&](int64_t b, int64_t e) { kernel(gp + b * L, yp + b * L, op + b * L, e - b, L, log); });
+    return;
+  }
+  if (sdk::same_dtype(gin.dtype(), sdk::dtypes::bfloat16)) {
+    softmax_backward_bf16(call.host(), gin, g, y, dim, log);
     return;
   }
   sdk::dispatch<float, double>(gin.dtype(), "softmax_backward", [&](auto tag) {

@@ -35,6 +35,10 @@ def binary_cases(ctx):
             Case("broadcast 6x40 with 6x1", ctx.t(6, 40, domain=lhs_dom), rhs(6, 1)),
             Case("both strided: sliced with transposed", ctx.t(5, 7, domain=lhs_dom, layout="sliced"),
                  rhs(5, 7, layout="transposed")),
+            # large enough for engines' library primitives (not only their loops), with
+            # operands of different strides (the rotary embedding's add)
+            Case("large 8x4x64x40, contiguous with transposed", ctx.t(8, 4, 64, 40, domain=lhs_dom),
+                 rhs(8, 4, 64, 40, layout="transposed")),
             Case("0-dim other", ctx.t(5, 7, domain=lhs_dom), rhs()),
             Case("python number other", ctx.t(5, 7, domain=lhs_dom), ctx.number(2.5, 3)),
             Case(f"mixed dtypes ({str(other)[6:]} other)", ctx.t(5, 7, domain=lhs_dom),
@@ -50,8 +54,8 @@ def binary_cases(ctx):
 
 # Scalar exponents of pow.Tensor_Scalar (kernels special-case some: square, sqrt,
 # reciprocal) and the domain of the base each needs; integers take the integral ones.
-_POW_EXPONENTS = ((2, "any"), (3, "any"), (0.5, "positive"), (-1, "nonzero"), (-2, "nonzero"),
-                  (1.7, "positive"), (0, "any"), (1, "any"))
+_POW_EXPONENTS = ((2, "any"), (3, "any"), (0.5, "positive"), (-0.5, "positive"), (-1, "nonzero"),
+                  (-2, "nonzero"), (1.7, "positive"), (0, "any"), (1, "any"))
 
 
 @register("pow", grad=True)
@@ -125,6 +129,9 @@ def _unary_cases(ctx):
     cases = [Case(name, ctx.t(*shape, domain=dom, layout=layout)) for name, shape, layout in LAYOUT_CASES]
     if ctx.floating and dom == "any":
         cases.append(Case("exact values (0, -0, +-1, ...)", ctx.of(torch.tensor(_EXACT_VALUES, dtype=ctx.dtype))))
+    if ctx.base in ("sin", "cos") and ctx.dtype == torch.float32:  # argument reduction far from 0
+        big = torch.linspace(-1e5, 1e5, 77, dtype=torch.float64).to(ctx.dtype)
+        cases.append(Case("large arguments (|x| up to 1e5)", ctx.of(big)))
     if ctx.has("approximate"):
         cases.append(Case("approximate=tanh", ctx.t(5, 7, 11), approximate="tanh"))
     if ctx.has("negative_slope"):

@@ -96,6 +96,11 @@ def _reduction_cases(ctx):
             case("outer dims 3x50x40 dim=[0, 1] keepdim", (3, 50, 40), [0, 1], True),
             case("wide 6x700 dim=[0]", (6, 700), [0], False),
         ]
+        # A middle dim of a permuted layout, the unit-stride inner dim kept (GQA's
+        # key/value gradients): rows added whole in engines.
+        values = ctx.values((4, 3, 6, 40))
+        permuted = T(values.transpose(1, 2).contiguous(), lambda x: x.transpose(1, 2))
+        cases.append(Case("permuted 4x3x6x40, dim=[1], inner kept", permuted, [1], False, out_dtypes=out_dtypes))
     return cases
 
 

@@ -1,7 +1,12 @@
-// nll_loss forward/backward as loops (oneDNN has no primitive for it): target
-// gather, class weights, ignore_index, reductions none/mean/sum, ATen's
-// total_weight semantics. Accumulates in double.
+// Losses as loops (oneDNN has no primitive for them). nll_loss forward/backward:
+// target gather, class weights, ignore_index, reductions none/mean/sum, ATen's
+// total_weight semantics. mse_loss forward/backward: elementwise in float,
+// reductions over self and target of one shape (broadcasting is declined).
+// Both accumulate in double.
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <mutex>
 #include <vector>
 
 #include <cstring>
@@ -116,6 +121,70 @@ void nll_loss_backward(const sdk::Call& call) {
       const float gv = per_row ? static_cast<float>(gop[i * gos]) : scale;
       gp[i * gs0 + c * gs1] = T(-wv[c] * gv);
     }
+  });
+}
+
+// mse_loss(self, target, reduction) -> out. reduction 0: (self - target)^2 with
+// broadcasting; 1 (mean) and 2 (sum): self and target of the same shape.
+void mse_loss(const sdk::Call& call) {
+  const sdk::Tensor x = call.tensor(0), t = call.tensor(1), out = call.output(0);
+  const int64_t reduction = call.int_arg(2);
+  OPENREG_SDK_REQUIRE(sdk::same_dtype(x.dtype(), out.dtype()) && sdk::same_dtype(t.dtype(), out.dtype()),
+                      call.op_name(), ": self, target and output of different dtypes");
+  dispatch_float(out.dtype(), "mse_loss", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (reduction == 0) {
+      sdk::binary_map<T>(host(), out, x, t, [](T a, T b) {
+        const float d = static_cast<float>(a) - static_cast<float>(b);
+        return T(d * d);
+      });
+      return;
+    }
+    OPENREG_SDK_REQUIRE(x.dim() == t.dim(), call.op_name(), ": self and target shapes differ (broadcasting declined)");
+    for (int64_t d = 0; d < x.dim(); ++d)
+      OPENREG_SDK_REQUIRE(x.size(d) == t.size(d), call.op_name(), ": self and target shapes differ (broadcasting declined)");
+    const sdk::Shape shape = sdk::shape_of(x);
+    double sum = 0.0;
+    std::mutex mutex;  // rows may run on several threads: each adds its own partial sum
+    sdk::for_each_row(host(), shape, std::array<sdk::Operand, 2>{sdk::operand(x, shape), sdk::operand(t, shape)},
+                      [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& st, int64_t n) {
+                        double part = 0.0;
+                        for (int64_t i = 0; i < n; ++i) {
+                          const double a = static_cast<float>(*reinterpret_cast<const T*>(p[0] + i * st[0]));
+                          const double b = static_cast<float>(*reinterpret_cast<const T*>(p[1] + i * st[1]));
+                          part += (a - b) * (a - b);
+                        }
+                        std::lock_guard<std::mutex> lock(mutex);
+                        sum += part;
+                      });
+    if (reduction == 1) sum = x.numel() ? sum / static_cast<double>(x.numel()) : std::nan("");
+    *reinterpret_cast<T*>(out.bytes()) = T(static_cast<float>(sum));
+  });
+}
+
+// mse_loss_backward(grad_output, self, target, reduction) -> grad_input =
+// norm * (self - target) * grad_output, norm = 2 / numel for mean, else 2.
+void mse_loss_backward(const sdk::Call& call) {
+  const sdk::Tensor g = call.tensor(0), x = call.tensor(1), t = call.tensor(2), out = call.output(0);
+  const int64_t reduction = call.int_arg(3);
+  OPENREG_SDK_REQUIRE(sdk::same_dtype(x.dtype(), out.dtype()) && sdk::same_dtype(t.dtype(), out.dtype()) &&
+                          sdk::same_dtype(g.dtype(), out.dtype()),
+                      call.op_name(), ": operands and output of different dtypes");
+  const float norm = reduction == 1 ? 2.0f / static_cast<float>(std::max<int64_t>(x.numel(), 1)) : 2.0f;
+  const sdk::Shape shape = sdk::shape_of(out);
+  dispatch_float(out.dtype(), "mse_loss_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    sdk::for_each_row(host(), shape,
+                      std::array<sdk::Operand, 4>{sdk::operand(out, shape), sdk::operand(x, shape),
+                                                  sdk::operand(t, shape), sdk::operand(g, shape)},
+                      [&](const std::array<char*, 4>& p, const std::array<int64_t, 4>& st, int64_t n) {
+                        for (int64_t i = 0; i < n; ++i) {
+                          const float a = static_cast<float>(*reinterpret_cast<const T*>(p[1] + i * st[1]));
+                          const float b = static_cast<float>(*reinterpret_cast<const T*>(p[2] + i * st[2]));
+                          const float gr = static_cast<float>(*reinterpret_cast<const T*>(p[3] + i * st[3]));
+                          *reinterpret_cast<T*>(p[0] + i * st[0]) = T(norm * (a - b) * gr);
+                        }
+                      });
   });
 }
 

@@ -124,7 +124,14 @@ def engines_to_run(arg):
         if TUNED in wanted and not os.path.exists(tuning.table_path()):
             fail(f"no tuned routing table at {tuning.table_path()}: run `python -m openreg tune` first")
         return wanted
-    return [e for e in IN_TREE_ENGINES if e in built] + ([TUNED] if os.path.exists(tuning.table_path()) else [])
+    engines = [e for e in IN_TREE_ENGINES if e in built]
+    if not os.path.exists(tuning.table_path()):
+        return engines
+    if tuning.ignored_table():  # stale: `tuned` would only be the plain default chain
+        print(f"models.py: no '{TUNED}' column: {tuning.ignored_table()[1]}; run `python -m openreg tune` again",
+              file=sys.stderr)
+        return engines
+    return engines + [TUNED]
 
 
 def run_child(engine, args):
@@ -145,7 +152,11 @@ def run_child(engine, args):
         if proc.returncode != 0:
             fail(f"the run on engine {engine!r} failed (exit {proc.returncode})")
         with open(path) as f:
-            return json.load(f)
+            out = json.load(f)
+        if engine == TUNED and not out.get("tuned_routes"):
+            fail(f"the tuned routing table {tuning.table_path()} was not followed (made for other engine builds?): "
+                 "run `python -m openreg tune` again")
+        return out
 
 
 def summarise(result):

@@ -44,8 +44,6 @@ LayerRun run_layer(const Tensor& x, const Tensor& h0, const Tensor& w_ih, const 
   return r;
 }
 
-std::optional<Tensor> defined_or_none(const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; }
-
 struct GruLayer : public torch::autograd::Function<GruLayer> {
   static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& h0, const Tensor& w_ih,
                                const Tensor& w_hh, const std::optional<Tensor>& b_ih,
@@ -64,7 +62,8 @@ struct GruLayer : public torch::autograd::Function<GruLayer> {
     const auto saved = ctx->get_saved_variables();
     const Tensor &x = saved[0], &h0 = saved[1], &w_ih = saved[2], &w_hh = saved[3];
     if (at::GradMode::is_enabled()) {  // create_graph=True: a differentiable gradient
-      LayerRun again = run_layer(x, h0, w_ih, w_hh, defined_or_none(saved[4]), defined_or_none(saved[5]), reverse);
+      LayerRun again =
+          run_layer(x, h0, w_ih, w_hh, rnn::defined_or_none(saved[4]), rnn::defined_or_none(saved[5]), reverse);
       return rnn::differentiate_again({again.y, again.h_n}, grads, variable_list(saved.begin(), saved.begin() + 6),
                                       8);
     }

@@ -63,8 +63,6 @@ LayerRun run_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Te
   return r;
 }
 
-std::optional<Tensor> defined_or_none(const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; }
-
 // One layer and direction as one autograd node. Outputs y [T, B, H] in time
 // order, h_n and c_n [B, H]. keep_for_backward: false when autograd won't call
 // backward, so the forward keeps nothing.
@@ -86,7 +84,8 @@ struct LstmLayer : public torch::autograd::Function<LstmLayer> {
     const auto saved = ctx->get_saved_variables();
     const Tensor &x = saved[0], &h0 = saved[1], &c0 = saved[2], &w_ih = saved[3], &w_hh = saved[4];
     if (at::GradMode::is_enabled()) {  // create_graph=True: a differentiable gradient
-      LayerRun again = run_layer(x, h0, c0, w_ih, w_hh, defined_or_none(saved[5]), defined_or_none(saved[6]), reverse);
+      LayerRun again = run_layer(x, h0, c0, w_ih, w_hh, rnn::defined_or_none(saved[5]),
+                                 rnn::defined_or_none(saved[6]), reverse);
       return rnn::differentiate_again({again.y, again.h_n, again.c_n}, grads,
                                       variable_list(saved.begin(), saved.begin() + 7), 9);
     }

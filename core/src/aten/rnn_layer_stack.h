@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace openreg::rnn {
@@ -39,6 +40,11 @@ using LayerFn = std::function<std::vector<at::Tensor>(const at::Tensor& input, i
 // [layers * directions, B, H].
 std::vector<at::Tensor> run_stack(const at::Tensor& input, const Stack& stack, double dropout, bool train,
                                   bool batch_first, const LayerFn& layer);
+
+// A saved optional tensor (undefined: none) as the optional a cell op takes.
+inline std::optional<at::Tensor> defined_or_none(const at::Tensor& t) {
+  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+}
 
 // The hidden state each step started from, in time order: [T, B, H].
 at::Tensor states_before_steps(const at::Tensor& y, const at::Tensor& h0, bool reverse);

@@ -3,7 +3,6 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include <dlfcn.h>
@@ -15,8 +14,6 @@
 namespace openreg {
 
 namespace {
-
-thread_local c10::DeviceIndex t_current_device = 0;
 
 c10::DeviceIndex read_device_count() {
   const char* env = std::getenv("OPENREG_DEVICE_COUNT");
@@ -77,42 +74,6 @@ EngineState& engine_state() {
 
 std::atomic<bool> g_initialized{false};
 
-// ---- device guard
-struct OpenRegGuardImpl final : c10::impl::DeviceGuardImplInterface {
-  c10::DeviceType type() const override { return kDevice; }
-  c10::Device exchangeDevice(c10::Device d) const override {
-    auto old = getDevice();
-    if (old.index() != d.index()) setDevice(d);
-    return old;
-  }
-  c10::Device getDevice() const override { return c10::Device(kDevice, current_device()); }
-  void setDevice(c10::Device d) const override {
-    TORCH_CHECK(d.type() == kDevice, "openreg guard got a ", d.type(), " device");
-    set_device(d.index() < 0 ? current_device() : d.index());
-  }
-  void uncheckedSetDevice(c10::Device d) const noexcept override {
-    if (d.index() >= 0) t_current_device = d.index();
-  }
-  c10::Stream getStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
-  }
-  c10::Stream getDefaultStream(c10::Device d) const override { return getStream(d); }
-  c10::Stream exchangeStream(c10::Stream s) const override { return getStream(s.device()); }
-  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
-  // Work runs synchronously on the calling thread, so events and streams are
-  // always complete.
-  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
-  void block(void*, const c10::Stream&) const override {}
-  bool queryEvent(void*) const override { return true; }
-  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
-  bool queryStream(const c10::Stream&) const override { return true; }
-  void synchronizeStream(const c10::Stream&) const override {}
-  void synchronizeEvent(void*) const override {}
-  void synchronizeDevice(const c10::DeviceIndex) const override {}
-};
-
-C10_REGISTER_GUARD_IMPL(PrivateUse1, OpenRegGuardImpl);
-
 // ---- PrivateUse1 hooks
 struct OpenRegHooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
@@ -160,7 +121,7 @@ c10::DeviceIndex device_count() {
   return n;
 }
 
-c10::DeviceIndex current_device() { return t_current_device; }
+
 
 void check_device_index(c10::DeviceIndex index) {
   TORCH_CHECK(index >= 0 && index < device_count(), "openreg: invalid device index ", int(index),
@@ -170,7 +131,7 @@ void check_device_index(c10::DeviceIndex index) {
 
 void set_device(c10::DeviceIndex index) {
   check_device_index(index);
-  t_current_device = index;
+  set_current_device_unchecked(index);
 }
 
 void set_pending_tuned_routes(TunedRoutes tuned) {

@@ -21,6 +21,7 @@ constexpr c10::DeviceType kDevice = c10::DeviceType::PrivateUse1;
 c10::DeviceIndex device_count();  // OPENREG_DEVICE_COUNT, default 2
 c10::DeviceIndex current_device();
 void set_device(c10::DeviceIndex index);  // range-checked
+void set_current_device_unchecked(c10::DeviceIndex index);  // device_guard.cpp
 // Throws a clear error unless 0 <= index < device_count().
 void check_device_index(c10::DeviceIndex index);
 

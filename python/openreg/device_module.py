@@ -76,8 +76,9 @@ def init() -> None:
 
 
 def _is_in_bad_fork() -> bool:
-    # Engines run in-process on host memory; a forked child can use them as is.
-    return False
+    """True in a child forked after the device was initialised: such a child
+    cannot use the device (as CUDA); ``torch.manual_seed`` then skips it."""
+    return _C._is_in_bad_fork()
 
 
 # ---- random numbers

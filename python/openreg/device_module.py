@@ -174,3 +174,6 @@ def get_amp_supported_dtype() -> list:
 
 def is_bf16_supported() -> bool:
     return True
+
+
+from .device_properties import get_device_capability, get_device_name, get_device_properties  # noqa: E402,F401 (uses _index)

@@ -86,6 +86,7 @@ def test_child_forked_after_init_cannot_use_the_device(tmp_path, run_command, de
                 "new tensor": lambda: torch.ones(2, device="openreg"),
                 "lazy_init": torch.openreg._lazy_init,
                 "init": torch.openreg.init,
+                "get_device_properties": torch.openreg.get_device_properties,
             }
             for name, touch in touches.items():
                 try:
@@ -111,11 +112,41 @@ def test_child_forked_after_init_cannot_use_the_device(tmp_path, run_command, de
     expected = "openreg: " + _cuda_bad_fork_message().replace("CUDA", "openreg")
     assert result["bad_fork"] is True
     assert result["initialized"] is False
-    for touch in ("op on the parent's tensor", "new tensor", "lazy_init", "init"):
+    for touch in ("op on the parent's tensor", "new tensor", "lazy_init", "init", "get_device_properties"):
         assert result[touch] == expected, (touch, result[touch])
     assert result["torch.manual_seed"] is None
     assert result["parent_bad_fork"] is False
     assert result["parent_after"] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+def test_bad_fork_child_exits_cleanly(tmp_path, run_command, describe):
+    # A plain os.fork() child that ends normally runs the atexit hooks, openreg's
+    # included (_autograd_exit): they must leave a device they may not use alone.
+    result = _run_scenario(
+        tmp_path,
+        run_command,
+        describe,
+        """
+        import os, time
+        x = torch.ones(4, device="openreg", requires_grad=True)
+        (x * 2).sum().backward()
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)  # not os._exit: atexit hooks run
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            status = None
+        report({"status": status if status is None else os.waitstatus_to_exitcode(status)})
+        """,
+    )
+    assert result["status"] == 0
 
 
 def test_child_forked_before_init_can_use_the_device(tmp_path, run_command, describe):

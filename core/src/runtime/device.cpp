@@ -1,4 +1,4 @@
-// Devices, the device guard, PrivateUse1 hooks and lazy engine initialisation.
+// Devices, PrivateUse1 hooks, lazy engine initialisation and fork safety.
 #include "runtime.h"
 
 #include <ATen/Parallel.h>

@@ -35,9 +35,7 @@ Registry& registry();
 RouteTable& route_table();  // decisions and call counts of the engine chain
 void lazy_init();  // loads the engine chain; throws c10::Error with the loader's text
 bool is_initialized();  // false in a child forked after initialisation
-// True in a process forked from one that had initialised the device: it may not
-// use the device (as CUDA); the fork handler is in device.cpp.
-bool in_bad_fork();
+bool in_bad_fork();  // forked after the device's initialisation: may not use it (as CUDA)
 // Throws CUDA's "Cannot re-initialize ... in forked subprocess" error in such a child.
 void check_not_in_bad_fork();
 std::string builtin_engine_dir();

@@ -122,6 +122,9 @@ def test_child_forked_after_init_cannot_use_the_device(tmp_path, run_command, de
 def test_bad_fork_child_exits_cleanly(tmp_path, run_command, describe):
     # A plain os.fork() child that ends normally runs the atexit hooks, openreg's
     # included (_autograd_exit): they must leave a device they may not use alone.
+    # The fork comes right after a backward, while queued work may still run: a child
+    # that hangs here at exit (torch's Library.reset spinning in Dispatcher::cleanup)
+    # was forked while the queue's worker was inside a dispatcher call.
     result = _run_scenario(
         tmp_path,
         run_command,

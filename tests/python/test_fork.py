@@ -22,7 +22,9 @@ import json, multiprocessing as mp, sys
 import torch
 import openreg
 
-def run_child(method, target, *args, timeout=90):
+def run_child(method, target, *args, timeout=60):
+    # Well within the test's subprocess timeout, so that a hung child is killed
+    # here rather than left behind when the test kills this process.
     ctx = mp.get_context(method)
     q = ctx.Queue()
     p = ctx.Process(target=target, args=(q,) + args)
@@ -32,7 +34,7 @@ def run_child(method, target, *args, timeout=90):
     except Exception as e:
         return {"harness_error": f"no answer from the {method} child: {type(e).__name__} {e}"}
     finally:
-        p.join(timeout)
+        p.join(10)
         if p.is_alive():
             p.kill()
             p.join(5)

@@ -47,11 +47,15 @@ uint64_t ExecutionQueue::push(Task task) {
   d.streams[task.stream].last_seq = task.seq;
   const uint64_t seq = task.seq;
   tasks_.push_back(std::move(task));
-  if (!worker_.joinable()) {
-    worker_ = std::thread([this] { worker_loop(); });
-    worker_id_.store(worker_.get_id());
-  }
+  // While stop() runs, the stopping worker drains what is pushed (stop() starts a new
+  // one for anything pushed after it left): one worker at a time keeps the order.
+  if (!worker_.joinable() && !stopping_) start_worker();
   return seq;
+}
+
+void ExecutionQueue::start_worker() {
+  worker_ = std::thread([this] { worker_loop(); });
+  worker_id_.store(worker_.get_id());
 }
 
 uint64_t ExecutionQueue::enqueue(int device, int64_t stream, Work work, TaskOrigin origin) {
@@ -265,6 +269,7 @@ void ExecutionQueue::stop() {
   std::lock_guard<std::mutex> lock(mutex_);
   stopping_ = false;
   worker_id_.store(std::thread::id());
+  if (!tasks_.empty()) start_worker();  // pushed after the old worker's last look
 }
 
 void ExecutionQueue::forget_worker_after_fork() {

@@ -127,6 +127,7 @@ class ExecutionQueue {
 
   uint64_t push(Task task);  // under mutex_
   uint64_t enqueue_task(Task task);
+  void start_worker();  // under mutex_
   void worker_loop();
   void run_task(Task& task);
   void wait_for(uint64_t seq);

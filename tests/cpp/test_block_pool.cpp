@@ -215,14 +215,14 @@ TEST(BlockPool, OutOfMemoryReturnsNullAndCountsNothing) {
 // agree with what the threads did.
 TEST(BlockPool, ConcurrentAllocFreeKeepsStatsConsistent) {
   BlockPool pool;
-  constexpr int kThreads = 4, kIters = 3000, kLive = 8;
+  constexpr int kThreads = 4, kIters = 2000, kLive = 8;
   std::atomic<int64_t> allocs[2] = {}, bytes[2] = {};
   std::atomic<bool> done{false};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937 rng(1234 + t);
-      std::uniform_int_distribution<size_t> size(1, 300000);
+      std::uniform_int_distribution<size_t> size(1, 200000);
       std::vector<PoolBlock> live;
       for (int i = 0; i < kIters; ++i) {
         const int dev = (t + i) % 2;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../../core/src/runtime/runtime.h"
+#include "caller_location.h"
 
 namespace py = pybind11;
 
@@ -108,6 +109,7 @@ py::dict memory_stats(c10::DeviceIndex index) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "openreg device runtime (internal; use the openreg package and torch.openreg)";
+  openreg::set_caller_location_hook(&openreg_python::caller_location);
   // Errors reach Python as torch's do: the message without the C++ backtrace.
   py::register_local_exception_translator([](std::exception_ptr p) {
     try {

@@ -4,6 +4,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
+#include <mutex>
+
 #include "../bridge/torch_abi.h"
 #include "../runtime/runtime.h"
 #include "op_plan.h"
@@ -19,6 +21,14 @@ struct CallBuilder::Arena {
   std::vector<int64_t> ints;
   std::vector<double> doubles;
   std::vector<openreg_tensor> outputs;
+  // Only for a queued call, which runs after its tensors may have changed shape or
+  // been freed: copies of their sizes and strides, of its strings, and the CPU
+  // tensors it reads (device memory stays valid in queue order, execution_queue.h).
+  bool queued = false;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> out_dims;
+  std::vector<std::string> strings;
+  std::vector<at::Tensor> keep;
 
   void clear() {
     values.clear();
@@ -27,6 +37,10 @@ struct CallBuilder::Arena {
     ints.clear();
     doubles.clear();
     outputs.clear();
+    dims.clear();
+    out_dims.clear();
+    strings.clear();
+    keep.clear();
   }
 };
 
@@ -40,7 +54,25 @@ struct ArenaStack {
 };
 thread_local ArenaStack t_arenas;
 
-CallBuilder::Arena& acquire_arena() {
+// Arenas of queued calls: taken by the calling thread, given back by the worker.
+std::mutex g_pool_mutex;
+std::vector<CallBuilder::Arena*> g_pool;
+
+CallBuilder::Arena& acquire_arena(bool queued) {
+  if (queued) {
+    CallBuilder::Arena* a = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(g_pool_mutex);
+      if (!g_pool.empty()) {
+        a = g_pool.back();
+        g_pool.pop_back();
+      }
+    }
+    if (!a) a = new CallBuilder::Arena();
+    a->clear();
+    a->queued = true;
+    return *a;
+  }
   auto& s = t_arenas;
   if (s.depth == s.arenas.size()) s.arenas.push_back(std::make_unique<CallBuilder::Arena>());
   auto& a = *s.arenas[s.depth++];
@@ -48,13 +80,27 @@ CallBuilder::Arena& acquire_arena() {
   return a;
 }
 
-openreg_tensor describe(const at::Tensor& t) {
+// Sizes then strides of `t`, appended to `dims` (reserved beforehand: never moves).
+const int64_t* copy_dims(const at::Tensor& t, std::vector<int64_t>& dims) {
+  const size_t first = dims.size();
+  dims.insert(dims.end(), t.sizes().begin(), t.sizes().end());
+  dims.insert(dims.end(), t.strides().begin(), t.strides().end());
+  return dims.data() + first;
+}
+
+openreg_tensor describe(const at::Tensor& t, std::vector<int64_t>* dims = nullptr) {
   openreg_tensor d{};
   d.struct_size = sizeof(openreg_tensor);
   d.ndim = static_cast<int32_t>(t.dim());
   d.data = t.numel() ? t.data_ptr() : nullptr;
-  d.sizes = d.ndim ? t.sizes().data() : nullptr;
-  d.strides = d.ndim ? t.strides().data() : nullptr;
+  if (dims && d.ndim) {
+    const int64_t* p = copy_dims(t, *dims);
+    d.sizes = p;
+    d.strides = p + d.ndim;
+  } else {
+    d.sizes = d.ndim ? t.sizes().data() : nullptr;
+    d.strides = d.ndim ? t.strides().data() : nullptr;
+  }
   TORCH_CHECK(bridge::to_abi_dtype(t.scalar_type(), &d.dtype), "openreg: dtype ", t.scalar_type(),
               " cannot be passed to engines");
   d.device_index = t.device().is_cpu() ? -1 : t.device().index();
@@ -82,26 +128,44 @@ openreg_value scalar_value(const c10::Scalar& s) {
   return out;
 }
 
-// How many descriptors, ints and doubles the call needs (so the arena can reserve).
-void count_items(c10::ArrayRef<c10::IValue> args, size_t* tensors, size_t* numbers) {
+// How many descriptors, ints and doubles the call needs (so the arena can reserve),
+// and how many sizes and strides its tensors have.
+void count_items(c10::ArrayRef<c10::IValue> args, size_t* tensors, size_t* numbers, size_t* dims) {
   for (const auto& v : args) {
     if (v.isTensor()) {
       ++*tensors;
+      if (v.toTensor().defined()) *dims += 2 * v.toTensor().dim();
     } else if (v.isList()) {
-      const size_t n = v.toListRef().size();
-      *tensors += n;
-      *numbers += n;
+      const auto list = v.toListRef();
+      *tensors += list.size();
+      *numbers += list.size();
+      for (const auto& item : list) {
+        if (item.isTensor() && item.toTensor().defined()) *dims += 2 * item.toTensor().dim();
+      }
+    } else if (v.isString()) {
+      ++*numbers;
     }
   }
 }
 
+// What a queued call must keep of a tensor it reads: CPU memory is freed at once.
+void keep_if_host(CallBuilder::Arena& arena, const at::Tensor& t) {
+  if (arena.queued && !t.device().is_privateuseone()) arena.keep.push_back(t);
+}
+
 }  // namespace
 
-CallBuilder::CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device_index)
-    : arena_(acquire_arena()) {
+CallBuilder::CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device_index,
+                         bool queued)
+    : arena_(acquire_arena(queued)) {
+  std::vector<int64_t>* dims = queued ? &arena_.dims : nullptr;
   try {
-    size_t tensors = 0, numbers = 0;
-    count_items(args, &tensors, &numbers);
+    size_t tensors = 0, numbers = 0, ndims = 0;
+    count_items(args, &tensors, &numbers, &ndims);
+    if (queued) {
+      arena_.dims.reserve(ndims);
+      arena_.strings.reserve(numbers);
+    }
     arena_.tensors.reserve(tensors);
     arena_.tensor_items.reserve(tensors);
     arena_.ints.reserve(numbers);
@@ -144,7 +208,8 @@ CallBuilder::CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c1
       if (v.isTensor()) {
         const auto& t = v.toTensor();
         if (!t.defined()) continue;  // NONE
-        arena_.tensors.push_back(describe(t));
+        arena_.tensors.push_back(describe(t, dims));
+        keep_if_host(arena_, t);
         out.kind = OPENREG_VALUE_TENSOR;
         out.u.tensor = &arena_.tensors.back();
       } else if (v.isList()) {
@@ -153,7 +218,8 @@ CallBuilder::CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c1
           const size_t first = arena_.tensor_items.size();
           for (const auto& item : list) {
             if (item.isTensor() && item.toTensor().defined()) {
-              arena_.tensors.push_back(describe(item.toTensor()));
+              arena_.tensors.push_back(describe(item.toTensor(), dims));
+              keep_if_host(arena_, item.toTensor());
               arena_.tensor_items.push_back(&arena_.tensors.back());
             } else {
               arena_.tensor_items.push_back(nullptr);
@@ -193,8 +259,14 @@ CallBuilder::CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c1
         out.kind = OPENREG_VALUE_BOOL;
         out.u.i = v.toBool();
       } else if (v.isString()) {
-        // The string lives in the IValue, on the caller's stack, for the whole call.
-        const std::string& s = v.toStringRef();
+        // The string lives in the IValue, on the caller's stack, for an inline call;
+        // a queued call keeps a copy.
+        const std::string* str = &v.toStringRef();
+        if (queued) {
+          arena_.strings.push_back(*str);
+          str = &arena_.strings.back();
+        }
+        const std::string& s = *str;
         out.kind = OPENREG_VALUE_STRING;
         out.u.str = {s.data(), int64_t(s.size())};
       } else {
@@ -203,7 +275,7 @@ CallBuilder::CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c1
       }
     }
   } catch (...) {
-    --t_arenas.depth;
+    release_arena();
     throw;
   }
   call_.struct_size = sizeof(openreg_call);
@@ -213,13 +285,48 @@ CallBuilder::CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c1
   call_.args = arena_.values.data();
 }
 
-CallBuilder::~CallBuilder() { --t_arenas.depth; }
+void CallBuilder::release_arena() {
+  if (!arena_.queued) {
+    --t_arenas.depth;
+  } else if (!handed_over_) {
+    recycle_arena(&arena_);
+  }
+}
+
+CallBuilder::~CallBuilder() { release_arena(); }
+
+void recycle_arena(CallBuilder::Arena* arena) {
+  arena->clear();  // drops the kept CPU tensors now, not when the arena is reused
+  std::lock_guard<std::mutex> lock(g_pool_mutex);
+  g_pool.push_back(arena);
+}
+
+std::shared_ptr<QueuedCall> CallBuilder::hand_over() {
+  TORCH_INTERNAL_ASSERT(arena_.queued && !handed_over_);
+  handed_over_ = true;
+  auto q = std::make_shared<QueuedCall>();
+  q->arena = &arena_;
+  q->call = call_;
+  return q;
+}
+
+QueuedCall::~QueuedCall() {
+  if (arena) recycle_arena(arena);
+}
 
 void CallBuilder::set_outputs(c10::ArrayRef<at::Tensor> outputs) {
   arena_.outputs.clear();
+  std::vector<int64_t>* dims = nullptr;
+  if (arena_.queued) {
+    size_t n = 0;
+    for (const auto& t : outputs) n += t.defined() ? 2 * t.dim() : 0;
+    arena_.out_dims.clear();
+    arena_.out_dims.reserve(n);
+    dims = &arena_.out_dims;
+  }
   for (const auto& t : outputs) {
     if (t.defined()) {
-      arena_.outputs.push_back(describe(t));
+      arena_.outputs.push_back(describe(t, dims));
     } else {
       openreg_tensor absent{};
       absent.struct_size = sizeof(openreg_tensor);

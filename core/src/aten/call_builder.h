@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include <memory>
 #include <vector>
 
 #include "../engine/engine_host.h"
@@ -15,11 +16,16 @@ namespace openreg {
 
 struct OpPlan;
 
+struct QueuedCall;
+
 class CallBuilder {
  public:
   // args: the op's arguments (schema order), alive as long as the builder.
   // device_index: where random streams are drawn from when a Generator is None.
-  CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device_index);
+  // queued: the call will run on the execution queue after the builder is gone;
+  // then hand_over() gives it, with everything it points into, to the task.
+  CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device_index,
+              bool queued = false);
   ~CallBuilder();
   CallBuilder(const CallBuilder&) = delete;
   CallBuilder& operator=(const CallBuilder&) = delete;
@@ -32,10 +38,12 @@ class CallBuilder {
   const std::vector<at::Tensor>& dynamic_outputs() const { return dynamic_; }
 
   openreg_call& call() { return call_; }
+  std::shared_ptr<QueuedCall> hand_over();  // queued builders, after set_outputs
 
   struct Arena;
 
  private:
+  void release_arena();
   static openreg_status alloc_output(const openreg_call* call, int32_t index, int32_t ndim,
                                      const int64_t* sizes, openreg_dtype dtype, openreg_tensor* out);
 
@@ -43,6 +51,16 @@ class CallBuilder {
   c10::Device dynamic_device_{c10::DeviceType::CPU};
   std::vector<at::Tensor> dynamic_;
   openreg_call call_{};
+  bool handed_over_ = false;
 };
+
+// A call on its way through the execution queue: the call and its arrays. The
+// arena goes back to the pool when the last owner lets go.
+struct QueuedCall {
+  CallBuilder::Arena* arena = nullptr;
+  openreg_call call{};
+  ~QueuedCall();
+};
+void recycle_arena(CallBuilder::Arena* arena);
 
 }  // namespace openreg

@@ -102,10 +102,29 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(storage), 0, sizes, {});
 }
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
+// Copies run on the execution queue where CUDA's do: device to device, and host to
+// device, always ordered after the work queued before them. The host waits only
+// where CUDA's copies make it wait: for device-to-host copies (unless non_blocking
+// into pinned memory). A pageable host source is staged first, so the caller may
+// reuse it at once, as with cudaMemcpy.
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   // self is the source. Either side may be CPU; cpu_alias keeps CPU tensors as they are.
   if (dst.numel() == 0) return dst;
-  cpu_alias(dst).copy_(cpu_alias(self));
+  const bool to_device = dst.device().type() == kDevice;
+  const bool from_device = self.device().type() == kDevice;
+  const c10::DeviceIndex dev = to_device ? dst.device().index() : self.device().index();
+  at::Tensor to = cpu_alias(dst), from = cpu_alias(self);
+  if (run_inline()) {
+    to.copy_(from);
+    return dst;
+  }
+  if (!to_device && !(non_blocking && is_pinned_ptr(dst.data_ptr()))) {
+    synchronize_device(dev);
+    to.copy_(from);
+    return dst;
+  }
+  if (!from_device && !(non_blocking && is_pinned_ptr(self.data_ptr()))) from = from.clone();
+  enqueue_work(dev, [to, from]() mutable { to.copy_(from); }, "copy_");
   return dst;
 }
 
@@ -114,7 +133,10 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
-at::Scalar local_scalar_dense(const at::Tensor& self) { return at::_local_scalar_dense(cpu_alias(self)); }
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  synchronize_device(self.device().index());  // .item(): the host reads the value
+  return at::_local_scalar_dense(cpu_alias(self));
+}
 
 // Whether `self.data = from` may swap from's storage and geometry into self's
 // TensorImpl (nn.Module._apply relies on it to keep a Parameter, and so tied

@@ -150,6 +150,7 @@ void run_nested_on_reference_path(const c10::OperatorHandle& op, torch::jit::Sta
   if (asked && asked->type() != kDevice) target = *asked;
   if (asked && asked->type() == kDevice) target = c10::Device(kDevice, asked->has_index() ? asked->index() : dev);
   c10::DeviceGuard guard(device);
+  synchronize_device(dev);  // the host reads and writes device memory below
 
   const auto cpu_key = nested ? c10::DispatchKey::NestedTensorCPU : c10::DispatchKey::CPU;
   TORCH_CHECK(op.hasKernelForDispatchKey(cpu_key), "openreg: ", name,

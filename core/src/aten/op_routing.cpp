@@ -91,6 +91,78 @@ void run_reference_only(OpPlan& plan, const c10::OperatorHandle& op, torch::jit:
   counter->reference_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
+// One call offered to a route's engines, in the route's order; copyable, so that a
+// queued call carries it to the worker.
+struct Offer {
+  OpPlan* plan;
+  Route* route;
+  openreg_dtype dtype;
+  bool composite;  // engines that do not serve the op by name are skipped
+  bool timing;
+  int size_cls;
+  int first;  // the tuned route's preferred candidate, tried first
+
+  // Index in route->candidates of the k-th engine to offer the call to.
+  size_t candidate(size_t k) const {
+    const size_t f = static_cast<size_t>(first);
+    return f == 0 ? k : k == 0 ? f : k <= f ? k - 1 : k;
+  }
+
+  void note_declined(const Route::Candidate& cand, const std::string& msg, std::string* declined) const {
+    *declined += "; " + cand.engine->name + " declined: " + msg;
+    if (verbosity() >= 1) log_line(plan->name + ": " + cand.engine->name + " declined (" + msg + ")");
+  }
+
+  [[noreturn]] void raise(const Route::Candidate& cand, openreg_status st, const std::string& msg) const {
+    raise_engine_error(cand.engine->name, plan->name, route->has_dtype ? dtype_name(route->dtype) : "no tensor", st,
+                       msg);
+  }
+
+  // Offers the call from the k-th engine on (asking each whether it supports it,
+  // except `trusted`, which already said so); returns the engine that ran it, or
+  // null when all declined. Raises an engine's error.
+  const Route::Candidate* run_from(openreg_call& call, size_t from, std::string* declined,
+                                   size_t trusted = SIZE_MAX) const {
+    for (size_t k = from; k < route->candidates.size(); ++k) {
+      const size_t i = candidate(k);
+      const auto& cand = route->candidates[i];
+      if (composite && !engine_serves(cand)) continue;  // its per-tensor loop instead
+      call.op_index = cand.op_index;
+      std::string msg;
+      const auto start = timing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      openreg_status st = k == trusted ? OPENREG_STATUS_OK : invoke_supports(*cand.engine, call, &msg);
+      if (st == OPENREG_STATUS_OK) st = invoke_run(*cand.engine, call, &msg);
+      if (timing && st == OPENREG_STATUS_OK) {
+        const size_t slot = i * kSizeClasses + static_cast<size_t>(size_cls);
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+        route->timed_ns[slot].fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
+        route->timed_calls[slot].fetch_add(1, std::memory_order_relaxed);
+      }
+      if (st == OPENREG_STATUS_UNSUPPORTED) {
+        note_declined(cand, msg, declined);
+        continue;
+      }
+      if (st != OPENREG_STATUS_OK) raise(cand, st, msg);
+      route->calls[i].fetch_add(1, std::memory_order_relaxed);
+      if (verbosity() >= 2) log_line(plan->name + " -> " + cand.engine->name);
+      return &cand;
+    }
+    return nullptr;
+  }
+
+  // On the worker: the k-th engine said it supports the call; should it decline
+  // after all, the later ones are offered it. Errors go to the queue as text.
+  void run_queued(openreg_call& call, size_t k) const {
+    try {
+      std::string declined;
+      if (run_from(call, k, &declined, k)) return;
+      TORCH_CHECK(false, route_table().uncovered_message(*route), declined);
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(e.what_without_backtrace());
+    }
+  }
+};
+
 void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   OpPlan& plan = plan_for(op);
   const size_t n = plan.arg_kinds.size();
@@ -137,7 +209,11 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
-  CallBuilder builder(plan, args, dev);
+  // Data-dependent output shapes are known only once the op ran: the caller waits for
+  // the queue and runs it itself, as CUDA synchronises on nonzero.
+  const bool queued = !dynamic && !run_inline();
+  if (dynamic && !run_inline()) synchronize_device(dev);
+  CallBuilder builder(plan, args, dev, queued);
   if (dynamic) builder.set_dynamic_outputs(plan.return_alias.size(), device);
   else builder.set_outputs(outputs);
   openreg_call& call = builder.call();
@@ -145,41 +221,35 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // Each engine either runs the call or declines it (UNSUPPORTED, nothing written).
   // In the chain's order, except that a tuned route tries its size class's
   // fastest engine first; route timing (tuning) measures each engine call.
-  const bool timing = route_timing_enabled();
-  const int size_cls = route->tuned || timing ? size_class(numel) : 0;
-  const int first = route->tuned ? std::max<int>(0, route->preferred[static_cast<size_t>(size_cls)]) : 0;
+  Offer offer{&plan, route, dtype, composite, route_timing_enabled(), 0, 0};
+  offer.size_cls = route->tuned || offer.timing ? size_class(numel) : 0;
+  offer.first = route->tuned ? std::max<int>(0, route->preferred[static_cast<size_t>(offer.size_cls)]) : 0;
   std::string declined;
-  for (size_t k = 0; k < route->candidates.size(); ++k) {
-    const size_t i = first == 0 ? k : k == 0 ? first : k <= static_cast<size_t>(first) ? k - 1 : k;
-    const auto& cand = route->candidates[i];
-    if (composite && !engine_serves(cand)) continue;  // its per-tensor loop instead, below
-    call.op_index = cand.op_index;
-    std::string msg;
-    const auto start = timing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    openreg_status st = invoke_supports(*cand.engine, call, &msg);
-    if (st == OPENREG_STATUS_OK) st = invoke_run(*cand.engine, call, &msg);
-    if (timing && st == OPENREG_STATUS_OK) {
-      const size_t slot = i * kSizeClasses + static_cast<size_t>(size_cls);
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
-      route->timed_ns[slot].fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
-      route->timed_calls[slot].fetch_add(1, std::memory_order_relaxed);
+  if (queued) {
+    // Asked here, run on the worker: the engine that says it supports the call gets it.
+    for (size_t k = 0; k < route->candidates.size(); ++k) {
+      const auto& cand = route->candidates[offer.candidate(k)];
+      if (composite && !engine_serves(cand)) continue;
+      call.op_index = cand.op_index;
+      std::string msg;
+      const openreg_status st = invoke_supports(*cand.engine, call, &msg);
+      if (st == OPENREG_STATUS_UNSUPPORTED) {
+        offer.note_declined(cand, msg, &declined);
+        continue;
+      }
+      if (st != OPENREG_STATUS_OK) offer.raise(cand, st, msg);
+      std::shared_ptr<QueuedCall> q = builder.hand_over();
+      enqueue_work(dev, [q, offer, k]() mutable { offer.run_queued(q->call, k); }, plan.name.c_str());
+      torch::jit::drop(*stack, n);
+      for (auto& r : returns) stack->push_back(std::move(r));
+      return;
     }
-    if (st == OPENREG_STATUS_UNSUPPORTED) {
-      declined += "; " + cand.engine->name + " declined: " + msg;
-      if (verbosity() >= 1) log_line(plan.name + ": " + cand.engine->name + " declined (" + msg + ")");
-      continue;
-    }
-    if (st != OPENREG_STATUS_OK) {
-      raise_engine_error(cand.engine->name, plan.name, route->has_dtype ? dtype_name(route->dtype) : "no tensor", st,
-                         msg);
-    }
-    route->calls[i].fetch_add(1, std::memory_order_relaxed);
-    if (verbosity() >= 2) log_line(plan.name + " -> " + cand.engine->name);
+  } else if (const Route::Candidate* ran = offer.run_from(call, 0, &declined)) {
     torch::jit::drop(*stack, n);
     if (dynamic) {
       for (size_t r = 0; r < builder.dynamic_outputs().size(); ++r) {
         const auto& t = builder.dynamic_outputs()[r];
-        TORCH_CHECK(t.defined() || plan.kernel_sized, "openreg: engine '", cand.engine->name, "' ran ", plan.name,
+        TORCH_CHECK(t.defined() || plan.kernel_sized, "openreg: engine '", ran->engine->name, "' ran ", plan.name,
                     " but did not allocate output ", r, " through alloc_output");
         stack->emplace_back(t);
       }

@@ -36,6 +36,7 @@ at::Tensor adopt(const at::Tensor& r, c10::ArrayRef<c10::IValue> originals, c10:
 }  // namespace
 
 void run_on_reference_path(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::Device device) {
+  synchronize_device(device.index());  // the host reads and writes device memory below
   const size_t n = op.schema().arguments().size();
   std::vector<c10::IValue> originals(stack->end() - n, stack->end());
   torch::jit::Stack cpu;

@@ -26,22 +26,35 @@ struct OpenRegGuardImpl final : c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     if (d.index() >= 0) set_current_device_unchecked(d.index());
   }
-  c10::Stream getStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+  c10::Stream getStream(c10::Device d) const override { return current_stream(index_of(d)); }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kDevice, index_of(d)));
   }
-  c10::Stream getDefaultStream(c10::Device d) const override { return getStream(d); }
-  c10::Stream exchangeStream(c10::Stream s) const override { return getStream(s.device()); }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return new_stream(index_of(d)); }
+  c10::Stream getNewStream(c10::Device d, int) const override { return new_stream(index_of(d)); }
+  c10::Stream exchangeStream(c10::Stream s) const override { return exchange_stream(s); }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
-  // Work runs synchronously on the calling thread, so events and streams are
-  // always complete.
-  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex, const c10::EventFlag flag) const override {
+    event_record(event, stream, flag);
+  }
+  // Every stream feeds the one ordered queue (execution_queue.h), so work enqueued
+  // after the wait runs after the event's point anyway.
   void block(void*, const c10::Stream&) const override {}
-  bool queryEvent(void*) const override { return true; }
-  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
-  bool queryStream(const c10::Stream&) const override { return true; }
-  void synchronizeStream(const c10::Stream&) const override {}
-  void synchronizeEvent(void*) const override {}
-  void synchronizeDevice(const c10::DeviceIndex) const override {}
+  bool queryEvent(void* event) const override { return event_query(event); }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override { event_destroy(event); }
+  bool queryStream(const c10::Stream& stream) const override { return query_stream(stream); }
+  void synchronizeStream(const c10::Stream& stream) const override { synchronize_stream(stream); }
+  void synchronizeEvent(void* event) const override { event_synchronize(event); }
+  void synchronizeDevice(const c10::DeviceIndex index) const override { synchronize_device(index); }
+  // A block the host frees is only reused by work enqueued later, which the single
+  // ordered queue runs after every use already queued: nothing to record.
+  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    return event_elapsed_ms(start, end);
+  }
+
+ private:
+  static c10::DeviceIndex index_of(c10::Device d) { return d.index() < 0 ? current_device() : d.index(); }
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, OpenRegGuardImpl);

@@ -117,6 +117,8 @@ class ExecutionQueue {
   std::unordered_map<int, DeviceState> devices_;
   uint64_t next_seq_ = 1;
   std::atomic<uint64_t> completed_{0};
+  std::atomic<size_t> tasks_size_{0};   // tasks_.size(), read without the lock
+  std::atomic<bool> any_failed_{false};  // some device has a pending error
   std::atomic<int> waiters_{0};
   bool worker_sleeping_ = false;
   bool stopping_ = false;

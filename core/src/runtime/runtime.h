@@ -6,12 +6,16 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 #include <c10/core/Storage.h>
+#include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "../engine/engine_host.h"
+#include "execution_queue.h"
 
 namespace openreg {
 
@@ -37,6 +41,32 @@ std::vector<EngineFile> discover_engines();
 // A tuned table for the `auto` chain, applied when the registry is made, if
 // OPENREG_ENGINE is `auto` and OPENREG_ROUTES is not `off` by then.
 void set_pending_tuned_routes(TunedRoutes tuned);
+
+// ---- streams, events, where device work runs (streams.cpp; the queue: execution_queue.h)
+bool launch_blocking();  // OPENREG_LAUNCH_BLOCKING=1: every op runs where it is called
+c10::Stream current_stream(c10::DeviceIndex device);  // of this thread
+c10::Stream exchange_stream(const c10::Stream& stream);  // makes it current; returns the old one
+c10::Stream new_stream(c10::DeviceIndex device);
+// Whether work runs on the calling thread now (launch blocking, or already on the worker).
+bool run_inline();
+// Runs `work` on the current stream of `device`: enqueued, or at once when run_inline().
+// `what` (static storage) names it in the error it may raise.
+void enqueue_work(c10::DeviceIndex device, std::function<void()> work, const char* what);
+bool query_stream(const c10::Stream& stream);
+// Wait for queued work, then raise its pending error as a RuntimeError (c10::Error).
+void synchronize_stream(const c10::Stream& stream);
+void synchronize_device(c10::DeviceIndex device);
+void synchronize_all_devices();
+// Events: the state behind c10's void* event handles.
+void event_record(void** event, const c10::Stream& stream, c10::EventFlag flag);
+bool event_query(void* event);
+void event_synchronize(void* event);
+void event_destroy(void* event);
+double event_elapsed_ms(void* start, void* end);
+// Where the Python caller is (file interned for the process, line): set by the Python
+// module so that asynchronous errors name the line that enqueued the failing op.
+using CallerLocationFn = void (*)(const std::string** file, int* line);
+void set_caller_location_hook(CallerLocationFn fn);
 
 // ---- memory (allocator.cpp)
 c10::Allocator* device_allocator();

@@ -1,0 +1,288 @@
+#include "execution_queue.h"
+
+#include <pthread.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <vector>
+
+namespace openreg {
+
+namespace {
+
+// How long an idle worker, or a caller waiting for a task, spins before it sleeps:
+// ops arrive every few microseconds, and a futex wake costs as much as a small op.
+constexpr auto kSpin = std::chrono::microseconds(50);
+// At most this many tasks wait in the queue; an enqueue beyond it blocks until the
+// worker catches up (as CUDA's launch queue does), which bounds the memory that
+// host-freed blocks, still owed to queued work, can hold.
+constexpr size_t kMaxQueued = 4096;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string describe_origin(const TaskOrigin& o) {
+  std::string s = o.what;
+  if (o.file) s += " (enqueued at " + *o.file + ":" + std::to_string(o.line) + ")";
+  return s;
+}
+
+}  // namespace
+
+ExecutionQueue::ExecutionQueue() = default;
+
+ExecutionQueue::~ExecutionQueue() { stop(); }
+
+void ExecutionQueue::set_worker_init(std::function<void()> init) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  worker_init_ = std::move(init);
+}
+
+uint64_t ExecutionQueue::push(Task task) {
+  task.seq = next_seq_++;
+  DeviceState& d = devices_[task.device];
+  d.last_seq = task.seq;
+  d.streams[task.stream].last_seq = task.seq;
+  const uint64_t seq = task.seq;
+  tasks_.push_back(std::move(task));
+  if (!worker_.joinable()) {
+    worker_ = std::thread([this] { worker_loop(); });
+    worker_id_.store(worker_.get_id());
+  }
+  return seq;
+}
+
+uint64_t ExecutionQueue::enqueue(int device, int64_t stream, Work work, TaskOrigin origin) {
+  if (tasks_size_.load(std::memory_order_relaxed) >= kMaxQueued) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const uint64_t target = next_seq_ - kMaxQueued / 2;
+    lock.unlock();
+    wait_for(target);
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t seq = push(Task{0, device, stream, std::move(work), origin, nullptr});
+  tasks_size_.store(tasks_.size(), std::memory_order_relaxed);
+  const bool wake = worker_sleeping_;
+  lock.unlock();
+  if (wake) work_cv_.notify_one();
+  return seq;
+}
+
+void ExecutionQueue::record(const std::shared_ptr<QueueMarker>& marker, int device, int64_t stream) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  marker->device = device;
+  marker->stream = stream;
+  marker->seq = push(Task{0, device, stream, nullptr, TaskOrigin{"event record"}, marker});
+  tasks_size_.store(tasks_.size(), std::memory_order_relaxed);
+  const bool wake = worker_sleeping_;
+  lock.unlock();
+  if (wake) work_cv_.notify_one();
+}
+
+void ExecutionQueue::worker_loop() {
+  std::vector<Task> batch;
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    if (tasks_.empty()) {
+      if (stopping_) break;
+      // Spin a little before sleeping: the next op is usually a few microseconds away.
+      lock.unlock();
+      const auto until = std::chrono::steady_clock::now() + kSpin;
+      while (tasks_size_.load(std::memory_order_relaxed) == 0 && std::chrono::steady_clock::now() < until) {
+        std::this_thread::yield();
+      }
+      lock.lock();
+      while (tasks_.empty() && !stopping_) {
+        worker_sleeping_ = true;
+        work_cv_.wait(lock);
+        worker_sleeping_ = false;
+      }
+      continue;
+    }
+    for (auto& t : tasks_) batch.push_back(std::move(t));
+    tasks_.clear();
+    tasks_size_.store(0, std::memory_order_relaxed);
+    std::function<void()> init = worker_init_;
+    lock.unlock();
+    if (init) init();
+    for (auto& t : batch) run_task(t);
+    batch.clear();
+    lock.lock();
+  }
+}
+
+void ExecutionQueue::run_task(Task& task) {
+  if (task.marker) {
+    task.marker->time_ns = now_ns();
+  } else {
+    bool skip = false;
+    if (any_failed_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      skip = devices_[task.device].streams[task.stream].failed;
+    }
+    if (!skip) {
+      std::string error;
+      try {
+        task.work();
+      } catch (const std::exception& e) {
+        error = e.what();
+      } catch (...) {
+        error = "unknown exception";
+      }
+      if (!error.empty()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        DeviceState& d = devices_[task.device];
+        d.streams[task.stream].failed = true;
+        any_failed_.store(true, std::memory_order_release);
+        if (d.error.empty()) {
+          d.error = "openreg: asynchronous error in " + describe_origin(task.origin) + ": " + error +
+                    "\nErrors of queued device work are reported at the next synchronisation point; later work of "
+                    "the same stream was not run. Set OPENREG_LAUNCH_BLOCKING=1 to raise errors where the op is "
+                    "called.";
+        }
+      }
+    }
+  }
+  task.work = nullptr;  // release what the task holds before it counts as done
+  task.marker.reset();
+  completed_.store(task.seq, std::memory_order_seq_cst);
+  if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_cv_.notify_all();
+  }
+}
+
+void ExecutionQueue::wait_for(uint64_t seq) {
+  if (done(seq) || on_worker_thread()) return;  // the worker itself: all before it ran
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  while (!done(seq) && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  if (done(seq)) return;
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_cv_.wait(lock, [&] { return done(seq); });
+  }
+  waiters_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void ExecutionQueue::wait(uint64_t seq) { wait_for(seq); }
+
+bool ExecutionQueue::query_stream(int device, int64_t stream) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto d = devices_.find(device);
+  if (d == devices_.end()) return true;
+  auto s = d->second.streams.find(stream);
+  return s == d->second.streams.end() || done(s->second.last_seq);
+}
+
+void ExecutionQueue::throw_error_locked(int device) {
+  for (auto& [index, d] : devices_) {
+    if ((device >= 0 && index != device) || d.error.empty()) continue;
+    std::string message = std::move(d.error);
+    d.error.clear();
+    for (auto& [id, s] : d.streams) s.failed = false;
+    bool any = false;
+    for (auto& [i, other] : devices_) any = any || !other.error.empty();
+    any_failed_.store(any, std::memory_order_release);
+    throw AsyncError(message);
+  }
+}
+
+void ExecutionQueue::synchronize_stream(int device, int64_t stream) {
+  uint64_t target = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto d = devices_.find(device);
+    if (d != devices_.end()) {
+      auto s = d->second.streams.find(stream);
+      if (s != d->second.streams.end()) target = s->second.last_seq;
+    }
+  }
+  wait_for(target);
+  rethrow_pending(device);
+}
+
+void ExecutionQueue::synchronize_device(int device) {
+  uint64_t target = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto d = devices_.find(device);
+    if (d != devices_.end()) target = d->second.last_seq;
+  }
+  wait_for(target);
+  rethrow_pending(device);
+}
+
+void ExecutionQueue::synchronize_all() {
+  uint64_t target = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    target = next_seq_ - 1;
+  }
+  wait_for(target);
+  rethrow_pending(-1);
+}
+
+void ExecutionQueue::rethrow_pending(int device) {
+  if (!any_failed_.load(std::memory_order_acquire) || on_worker_thread()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  throw_error_locked(device);
+}
+
+void ExecutionQueue::stop() {
+  std::thread worker;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!worker_.joinable() || on_worker_thread()) return;
+    stopping_ = true;
+    worker = std::move(worker_);
+  }
+  work_cv_.notify_one();
+  worker.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopping_ = false;
+  worker_id_.store(std::thread::id());
+}
+
+void ExecutionQueue::forget_worker_after_fork() {
+  // The child has no worker thread: its handle is moved to an object never
+  // destroyed, so nothing joins it (this queue itself is abandoned, see below).
+  new std::thread(std::move(worker_));
+}
+
+namespace {
+
+std::atomic<ExecutionQueue*> g_queue{nullptr};
+std::mutex g_queue_mutex;
+
+void stop_at_exit() {
+  if (ExecutionQueue* q = g_queue.load()) q->stop();
+}
+
+void forget_after_fork() {
+  // The parent's queue is abandoned (leaked): its locks may be held by a thread that
+  // does not exist here. The child starts with no queue; it may make a new one.
+  if (ExecutionQueue* q = g_queue.exchange(nullptr)) q->forget_worker_after_fork();
+  new (&g_queue_mutex) std::mutex();
+}
+
+}  // namespace
+
+ExecutionQueue& execution_queue() {
+  if (ExecutionQueue* q = g_queue.load(std::memory_order_acquire)) return *q;
+  std::lock_guard<std::mutex> lock(g_queue_mutex);
+  if (ExecutionQueue* q = g_queue.load()) return *q;
+  static const bool registered = [] {
+    std::atexit(stop_at_exit);
+    pthread_atfork(nullptr, nullptr, forget_after_fork);
+    return true;
+  }();
+  (void)registered;
+  auto* q = new ExecutionQueue();  // never destroyed: stopped at exit, abandoned in a forked child
+  g_queue.store(q, std::memory_order_release);
+  return *q;
+}
+
+}  // namespace openreg

@@ -7,10 +7,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace openreg {
@@ -187,6 +189,19 @@ TEST(BlockPool, WithoutCachingFreedBlocksGoBackAtOnce) {
   EXPECT_EQ(pool.cached_bytes(0), 0u);
   pool.free(pool.allocate(0, 1000));
   EXPECT_EQ(pool.stats(0).num_device_alloc, 2);  // nothing was reused
+}
+
+TEST(BlockPool, WithoutCachingGiveBackDecidesWhenMemoryLeaves) {
+  std::vector<std::pair<void*, int>> given;
+  BlockPool pool(/*caching=*/false, [&](void* p, int device) { given.emplace_back(p, device); });
+  PoolBlock a = pool.allocate(2, 3000);
+  pool.free(a);
+  ASSERT_EQ(given.size(), 1u);
+  EXPECT_EQ(given[0].first, a.ptr);
+  EXPECT_EQ(given[0].second, 2);
+  EXPECT_EQ(pool.stats(2).reserved_bytes.current, 0);  // counted as freed at once
+  EXPECT_EQ(pool.stats(2).num_device_free, 1);
+  for (auto& [p, device] : given) std::free(p);
 }
 
 TEST(BlockPool, DeviceOutOfRangeThrows) {

@@ -288,6 +288,25 @@ TEST(ExecutionQueueErrors, OriginWithoutFileStillNamesTheOp) {
   }
 }
 
+TEST(ExecutionQueueErrors, ErrorKindOfATaskErrorIsKept) {
+  ExecutionQueue q;
+  q.enqueue(0, 0, [] { throw TaskError("engine said no", 3); }, failing_origin());
+  try {
+    q.synchronize_all();
+    FAIL() << "the task's error was not reported";
+  } catch (const AsyncError& e) {
+    EXPECT_EQ(e.kind, 3);
+    EXPECT_NE(std::string(e.what()).find("engine said no"), std::string::npos) << e.what();
+  }
+  enqueue_throw(q, 0, 0, "plain");  // any other exception: kind 0
+  try {
+    q.synchronize_all();
+    FAIL() << "the task's error was not reported";
+  } catch (const AsyncError& e) {
+    EXPECT_EQ(e.kind, 0);
+  }
+}
+
 TEST(ExecutionQueueErrors, LaterTasksOfTheFailedStreamAreSkippedOthersRun) {
   ExecutionQueue q;
   std::atomic<bool> before{false}, same_stream{false}, other_stream{false}, other_device{false};

@@ -22,6 +22,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -40,20 +41,34 @@ bool caching_enabled() {
   return !(v && *v && std::string(v) != "0");
 }
 
+// Tasks hold raw pointers: a block the host frees may still be used by work queued
+// before the free. Without caching it goes back to the system on the queue, behind that
+// work (a stream-ordered free, as cudaFreeAsync); launch blocking queues no work. Its
+// own stream, whose tasks never fail, so they are never skipped.
+constexpr int64_t kFreeStream = std::numeric_limits<int64_t>::min();
+
+void give_back_after_queued_work(void* ptr, int device) {
+  if (launch_blocking()) {
+    std::free(ptr);
+    return;
+  }
+  execution_queue().enqueue(device, kFreeStream, [ptr] { std::free(ptr); }, TaskOrigin{"free"});
+}
+
 // The process's pool, made at first use (OPENREG_NO_MEMORY_CACHING is read then) and
 // never destroyed: a tensor released by another library's static destructor at exit
 // must still find it.
 BlockPool& pool() {
-  static BlockPool* p = new BlockPool(caching_enabled());
+  static BlockPool* p = new BlockPool(caching_enabled(), give_back_after_queued_work);
   return *p;
 }
 
-// Waits for every queued task, so no task still reads a cached block. False on the
-// worker thread itself, where the running task may (and waiting would deadlock).
+// Waits for every queued task, so no task still reads a cached block; a pending
+// asynchronous error is raised as every synchronisation point raises it. False on the
+// worker thread itself, where the running task may still read one.
 bool drain_queued_work() {
-  ExecutionQueue& q = execution_queue();
-  if (q.on_worker_thread()) return false;
-  q.synchronize_all();
+  if (execution_queue().on_worker_thread()) return false;
+  synchronize_all_devices();  // execution_queue().synchronize_all(), errors mapped for Python
   return true;
 }
 

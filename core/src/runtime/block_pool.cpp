@@ -80,7 +80,11 @@ void BlockPool::free(const PoolBlock& b) {
     d.stats.segment.decrease(1);
     d.stats.num_device_free++;
   }
-  std::free(b.ptr);
+  if (give_back_) {
+    give_back_(b.ptr, b.device);
+  } else {
+    std::free(b.ptr);
+  }
 }
 
 size_t BlockPool::empty_cache() {

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -54,8 +55,14 @@ class BlockPool {
   static constexpr size_t kAlignment = 64;
   static constexpr int kMaxDevices = 64;
 
-  // caching false: a freed block goes straight back to the system (memory debugging).
-  explicit BlockPool(bool caching = true) : caching_(caching) {}
+  // Gives a block of `device` back to the system (std::free when none is set).
+  using GiveBack = std::function<void(void* ptr, int device)>;
+
+  // caching false: a freed block leaves the pool at once (memory debugging), through
+  // give_back: the allocator defers the system's free behind the queued work that
+  // may still use the block.
+  explicit BlockPool(bool caching = true, GiveBack give_back = nullptr)
+      : caching_(caching), give_back_(std::move(give_back)) {}
   ~BlockPool();  // frees the cached blocks (live ones belong to their owners)
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
@@ -65,9 +72,10 @@ class BlockPool {
   // the caller decides whether that is safe, then calls empty_cache() and retries).
   // device: 0 <= device < kMaxDevices, else std::out_of_range.
   PoolBlock allocate(int device, size_t n);
-  // Returns a block from allocate() to the cache (or the system without caching).
+  // Returns a block from allocate() to the cache (without caching: to give_back).
   void free(const PoolBlock& b);
-  // Frees every cached block of every device; returns the bytes given back.
+  // Frees every cached block of every device (std::free, whatever give_back is: the
+  // caller knows no queued work uses them); returns the bytes given back.
   size_t empty_cache();
 
   PoolStats stats(int device) const;
@@ -84,6 +92,7 @@ class BlockPool {
   static void check_device(int device);
 
   const bool caching_;
+  const GiveBack give_back_;
   mutable std::mutex mutex_;
   Device devices_[kMaxDevices];
 };

@@ -348,6 +348,20 @@ TEST(ExecutionQueueErrors, SynchronizeAllReportsAnyDevice) {
   EXPECT_NO_THROW(q.synchronize_all());
 }
 
+TEST(ExecutionQueueErrors, WaitAllWaitsAndLeavesTheErrorPending) {
+  ExecutionQueue q;
+  std::atomic<int> ran{0};
+  enqueue_throw(q, 0, 0, "boom");
+  for (int i = 0; i < 10; ++i) q.enqueue(1, 0, [&] {
+      std::this_thread::sleep_for(1ms);
+      ran++;
+    }, origin());
+  EXPECT_NO_THROW(q.wait_all());
+  EXPECT_EQ(ran.load(), 10);
+  EXPECT_THROW(q.synchronize_all(), AsyncError);
+  EXPECT_NO_THROW(q.synchronize_all());
+}
+
 TEST(ExecutionQueueErrors, RethrowPendingThrowsOnceWithoutWaiting) {
   ExecutionQueue q;
   uint64_t seq = enqueue_throw(q, 0, 0, "boom");

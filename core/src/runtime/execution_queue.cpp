@@ -221,13 +221,17 @@ void ExecutionQueue::synchronize_device(int device) {
   rethrow_pending(device);
 }
 
-void ExecutionQueue::synchronize_all() {
+void ExecutionQueue::wait_all() {
   uint64_t target = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     target = next_seq_ - 1;
   }
   wait_for(target);
+}
+
+void ExecutionQueue::synchronize_all() {
+  wait_all();
   rethrow_pending(-1);
 }
 

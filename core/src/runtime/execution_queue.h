@@ -84,6 +84,7 @@ class ExecutionQueue {
   void synchronize_stream(int device, int64_t stream);
   void synchronize_device(int device);
   void synchronize_all();
+  void wait_all();  // as synchronize_all, leaving errors pending
   // Throws the device's pending error (-1: any device's) without waiting; clears it.
   void rethrow_pending(int device);
 

@@ -116,13 +116,7 @@ void synchronize_all_devices() {
   rethrowing([&] { queue().synchronize_all(); });
 }
 
-void drain_queue_at_exit() {
-  try {
-    queue().synchronize_all();
-  } catch (const AsyncError&) {
-    // Nobody is left to report it to.
-  }
-}
+void wait_for_queue() { queue().wait_all(); }
 
 // ---- events
 

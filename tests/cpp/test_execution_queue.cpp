@@ -83,6 +83,7 @@ TEST(ExecutionQueue, EnqueueReturnsWhileATaskIsBlocked) {
   std::atomic<int> ran{0};
   uint64_t blocker = q.enqueue(0, 0, [&] { gate.wait(); }, origin());
   uint64_t last = 0;
+  // 1000 tasks: well under the queue's bound (execution_queue.cpp), past which enqueue waits.
   bool returned = finishes_within([&] {
     for (int i = 0; i < 1000; ++i) last = q.enqueue(0, i % 3, [&] { ran++; }, origin());
   }, 20s, gate);

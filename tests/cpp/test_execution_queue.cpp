@@ -410,6 +410,26 @@ TEST(ExecutionQueue, StopDrainsJoinsAndEnqueueRestarts) {
   EXPECT_NE(worker, std::this_thread::get_id());
 }
 
+// Disabled until execution_queue.cpp handles it (run with --gtest_also_run_disabled_tests):
+// an enqueue while stop() joins starts a second worker, which may exit on `stopping_`
+// and leave later tasks with no worker at all (seen under TSAN within ~50 rounds).
+TEST(ExecutionQueue, DISABLED_EnqueueWhileStoppingStillRuns) {
+  for (int round = 0; round < 200; ++round) {
+    ExecutionQueue q;
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 50; ++i) q.enqueue(0, 0, [&] { ran++; }, origin());
+    std::thread producer([&] {
+      for (int i = 0; i < 200; ++i) q.enqueue(0, 1, [&] { ran++; }, origin());
+    });
+    q.stop();
+    producer.join();
+    // Polled, not synchronize_all(): with no worker left that would never return.
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (ran.load() < 250 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+    ASSERT_EQ(ran.load(), 250) << "round " << round << ": tasks enqueued during stop() never ran";
+  }
+}
+
 TEST(ExecutionQueue, DestructorDrainsTheQueue) {
   std::atomic<int> ran{0};
   {

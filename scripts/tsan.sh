@@ -7,11 +7,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ ! -f core/src/runtime/execution_queue.cpp ]; then
-  echo "tsan.sh: core/src/runtime/execution_queue.cpp is missing: nothing to test the queue against" >&2
-  exit 1
-fi
-
 BUILD=${OPENREG_TSAN_BUILD_DIR:-}
 if [ -z "$BUILD" ]; then
   BUILD=$(mktemp -d "${TMPDIR:-/tmp}/openreg-tsan.XXXXXX")

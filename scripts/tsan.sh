@@ -16,7 +16,7 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 
 echo "== ThreadSanitizer build of tests/cpp in $BUILD"
-cmake -S tests/cpp -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOPENREG_TSAN=ON -Wno-dev -Wno-deprecated "${launcher[@]}" >/dev/null
+cmake -S tests/cpp -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOPENREG_TSAN=ON -Wno-deprecated "${launcher[@]}" >/dev/null
 TESTS=(openreg_test_execution_queue openreg_test_block_pool)
 cmake --build "$BUILD" -j2 --target "${TESTS[@]}"
 

@@ -80,3 +80,8 @@ for engine in "${BUILT_ENGINES[@]}" aten_ref "$TP_ENGINE"; do
   echo "== pytest again, on engine $engine (--engine)"
   "$PY" -m pytest tests/python -q -rs --engine "$engine" "${skip[@]}" "$@"
 done
+
+# Every run above enqueued ops (asynchronous execution, the default); this one runs
+# each op where it is called, the debugging mode, which must behave the same.
+echo "== pytest again, default engine, OPENREG_LAUNCH_BLOCKING=1"
+OPENREG_LAUNCH_BLOCKING=1 "$PY" -m pytest tests/python -q -rs "${RERUN_SKIP[@]}" "$@"

@@ -52,6 +52,7 @@ bool run_inline();
 // Runs `work` on the current stream of `device`: enqueued, or at once when run_inline().
 // `what` (static storage) names it in the error it may raise.
 void enqueue_work(c10::DeviceIndex device, std::function<void()> work, const char* what);
+void enqueue_raw(c10::DeviceIndex device, RawWork work, const char* what);  // the same, allocation-free
 bool query_stream(const c10::Stream& stream);
 // Wait for queued work, then raise its pending error as a RuntimeError (c10::Error).
 void synchronize_stream(const c10::Stream& stream);

@@ -390,6 +390,60 @@ TEST(ExecutionQueueErrors, DestroyingAQueueWithAPendingErrorDoesNotThrow) {
   EXPECT_NO_THROW(q.reset());
 }
 
+// ------------------------------------------------------------ raw tasks
+
+// A RawWork's context: counts its runs and drops (the test reads them after a sync).
+struct RawCounts {
+  int runs = 0, drops = 0;
+  bool fail = false;
+};
+
+RawWork raw_task(RawCounts* c) {
+  RawWork w;
+  w.run = [](void* ctx) {
+    auto* c = static_cast<RawCounts*>(ctx);
+    c->runs++;
+    if (c->fail) throw std::runtime_error("raw task failed");
+  };
+  w.drop = [](void* ctx) { static_cast<RawCounts*>(ctx)->drops++; };
+  w.ctx = c;
+  return w;
+}
+
+TEST(ExecutionQueueRaw, RunThenDropOnceInStreamOrder) {
+  ExecutionQueue q;
+  std::vector<int> order;
+  RawCounts raw;
+  q.enqueue(0, 0, [&] { order.push_back(1); }, origin());
+  q.enqueue(0, 0, raw_task(&raw), origin());
+  q.enqueue(0, 0, [&] { order.push_back(raw.runs == 1 && raw.drops == 1 ? 3 : -3); }, origin());
+  q.synchronize_stream(0, 0);
+  EXPECT_EQ(raw.runs, 1);
+  EXPECT_EQ(raw.drops, 1);
+  EXPECT_EQ(order, (std::vector<int>{1, 3}));
+}
+
+TEST(ExecutionQueueRaw, ThrowingRunIsReportedAndStillDropped) {
+  ExecutionQueue q;
+  RawCounts failing{0, 0, true}, skipped, other;
+  q.enqueue(0, 0, raw_task(&failing), failing_origin());
+  q.enqueue(0, 0, raw_task(&skipped), origin());  // same stream, after the failure
+  q.enqueue(0, 1, raw_task(&other), origin());
+  try {
+    q.synchronize_device(0);
+    FAIL() << "the raw task's error was not reported";
+  } catch (const AsyncError& e) {
+    EXPECT_NE(std::string(e.what()).find("raw task failed"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("train_model.py:42"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(failing.runs, 1);
+  EXPECT_EQ(failing.drops, 1);
+  EXPECT_EQ(skipped.runs, 0);  // skipped: dropped instead of run
+  EXPECT_EQ(skipped.drops, 1);
+  EXPECT_EQ(other.runs, 1);
+  EXPECT_EQ(other.drops, 1);
+}
+
 // ------------------------------------------------------------ worker lifetime
 
 TEST(ExecutionQueue, StopDrainsJoinsAndEnqueueRestarts) {

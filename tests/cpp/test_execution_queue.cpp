@@ -464,10 +464,10 @@ TEST(ExecutionQueue, StopDrainsJoinsAndEnqueueRestarts) {
   EXPECT_NE(worker, std::this_thread::get_id());
 }
 
-// Disabled until execution_queue.cpp handles it (run with --gtest_also_run_disabled_tests):
-// an enqueue while stop() joins starts a second worker, which may exit on `stopping_`
-// and leave later tasks with no worker at all (seen under TSAN within ~50 rounds).
-TEST(ExecutionQueue, DISABLED_EnqueueWhileStoppingStillRuns) {
+// An enqueue while stop() joins must neither start a second worker (which could exit on
+// `stopping_` and leave later tasks with no worker: seen under TSAN within ~50 rounds
+// before the fix) nor be left behind.
+TEST(ExecutionQueue, EnqueueWhileStoppingStillRuns) {
   for (int round = 0; round < 200; ++round) {
     ExecutionQueue q;
     std::atomic<int> ran{0};

@@ -82,7 +82,7 @@ void copy_stat(const PoolStat& src, c10::CachingAllocator::Stat& dst) {
 class OpenRegAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t n) override {
-    // TODO(issue 13): check_not_in_bad_fork(); once runtime.h declares it (fork-safety helper).
+    check_not_in_bad_fork();
     c10::DeviceIndex dev = current_device();
     if (n == 0) return {nullptr, nullptr, &noop, c10::Device(kDevice, dev)};
     PoolBlock b = pool().allocate(dev, n);
@@ -214,11 +214,16 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   auto* impl = storage.unsafeGetStorageImpl();
   size_t old_bytes = impl->nbytes();
   if (old_bytes == new_bytes) return;
-  drain_queued_work();  // queued work may still be writing the contents copied below
   c10::DeviceGuard guard(storage.device());
   c10::DataPtr fresh = g_allocator.allocate(new_bytes);
   size_t common = std::min(old_bytes, new_bytes);
-  if (common && impl->data()) std::memcpy(fresh.get(), impl->data(), common);
+  if (common && impl->data()) {
+    // Queued work may still write the old contents: the copy is queued behind it. The
+    // old block, freed below, is only reused (or given back) by tasks queued after it.
+    void* dst = fresh.get();
+    const void* src = impl->data();
+    enqueue_work(storage.device().index(), [dst, src, common] { std::memcpy(dst, src, common); }, "resize_");
+  }
   impl->set_data_ptr_noswap(std::move(fresh));
   impl->set_nbytes(new_bytes);
 }

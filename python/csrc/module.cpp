@@ -122,6 +122,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_lazy_init", [] { openreg::lazy_init(); });
   m.def("_is_initialized", &openreg::is_initialized);
+  m.def("_drain_queue_at_exit", &openreg::drain_queue_at_exit, py::call_guard<py::gil_scoped_release>());
   m.def("_device_count", [] { return static_cast<int>(openreg::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(openreg::current_device()); });
   m.def("_set_device", [](int i) { openreg::set_device(static_cast<c10::DeviceIndex>(i)); });

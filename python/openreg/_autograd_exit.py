@@ -45,5 +45,16 @@ def drain_device_threads() -> None:
         pass  # an exit hook must never turn a clean exit into an error
 
 
+def drain_queue() -> None:
+    """Runs the device work still queued (streams: execution_queue.h) before the
+    interpreter finalises: a queued op that ran during finalisation, and raised,
+    aborted the process the same way."""
+    from . import _C
+
+    if _C._is_initialized():
+        _C._drain_queue_at_exit()
+
+
 def install() -> None:
+    atexit.register(drain_queue)  # atexit runs last-in first-out: after the drain below
     atexit.register(drain_device_threads)

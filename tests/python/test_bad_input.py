@@ -28,12 +28,22 @@ def _device(openreg):
     yield
 
 
+def sync_all():
+    """Waits for every device's queued work: errors an engine finds while running an
+    op surface at the next synchronisation point, as device-side errors do on CUDA."""
+    for i in range(torch.openreg.device_count()):
+        torch.accelerator.synchronize(i)
+
+
 def outcome(fn, *args, **kwargs):
-    """(exception type or None, result or message) of fn(*args, **kwargs)."""
+    """(exception type or None, result or message) of fn(*args, **kwargs), with the
+    device's queued work run (so its errors count)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return None, fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            sync_all()
+            return None, result
     except Exception as e:  # noqa: BLE001 - the type is what is compared
         return type(e), str(e)
 
@@ -272,13 +282,13 @@ def test_engine_status_raises_its_python_class(request, run_python):
         "out = {}\n"
         f"for s in {sorted(_STATUS_TYPES)}:\n"
         "    try:\n"
-        "        torch.add(a, a, alpha=100 + s)\n"
+        "        torch.add(a, a, alpha=100 + s).cpu()\n"
         "        out[s] = ['no error', '']\n"
         "    except Exception as e:\n"
         "        t = type(e)\n"
         "        name = {torch.OutOfMemoryError: 'torch.OutOfMemoryError',\n"
         "                torch.linalg.LinAlgError: 'torch.linalg.LinAlgError'}.get(t, t.__name__)\n"
-        "        out[s] = [name, str(e).splitlines()[0]]\n"
+        "        out[s] = [name, str(e)]\n"
         "print('RESULT ' + json.dumps(out))\n"
     )
     proc = run_python(code, {"OPENREG_ENGINE": engine, "OPENREG_FALLBACK": None})
@@ -290,7 +300,9 @@ def test_engine_status_raises_its_python_class(request, run_python):
     for status, want in _STATUS_TYPES.items():
         name, message = got[str(status)]
         assert name == want, f"status {status}: raised {name}, expected {want}: {message}"
-        assert message.startswith("openreg: engine 'my_engine' failed on aten::add.Tensor (float32): "
+        # Raised at the copy to the host, the next synchronisation point (execution_queue.h).
+        assert message.startswith("openreg: asynchronous error in aten::add.Tensor (enqueued at <string>:6): "
+                                  "openreg: engine 'my_engine' failed on aten::add.Tensor (float32): "
                                   "fixture: status under test"), message
 
 

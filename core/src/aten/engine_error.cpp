@@ -4,9 +4,17 @@
 
 namespace openreg {
 
+std::string engine_error_text(const std::string& engine, const std::string& op, const std::string& dtype_text,
+                              const std::string& message) {
+  return "openreg: engine '" + engine + "' failed on " + op + " (" + dtype_text + "): " + message;
+}
+
 [[noreturn]] void raise_engine_error(const std::string& engine, const std::string& op, const std::string& dtype_text,
                                      openreg_status status, const std::string& message) {
-  const std::string text = "openreg: engine '" + engine + "' failed on " + op + " (" + dtype_text + "): " + message;
+  raise_for_status(status, engine_error_text(engine, op, dtype_text, message));
+}
+
+[[noreturn]] void raise_for_status(openreg_status status, const std::string& text) {
   switch (status) {
     case OPENREG_STATUS_INDEX_ERROR:
       C10_THROW_ERROR(IndexError, text);

@@ -12,6 +12,10 @@ namespace openreg {
 // the c10 error class of `status` (Python sees IndexError for INDEX_ERROR,
 // TypeError, ValueError, NotImplementedError, torch.linalg.LinAlgError,
 // torch.OutOfMemoryError; RuntimeError for every other status).
+std::string engine_error_text(const std::string& engine, const std::string& op, const std::string& dtype_text,
+                              const std::string& message);
+// Throws `text` as the c10 error class of `status` (Python: IndexError, torch.OutOfMemoryError...).
+[[noreturn]] void raise_for_status(openreg_status status, const std::string& text);
 [[noreturn]] void raise_engine_error(const std::string& engine, const std::string& op, const std::string& dtype_text,
                                      openreg_status status, const std::string& message);
 

@@ -14,6 +14,7 @@
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/InferenceMode.h>
 #include <torch/library.h>
 
 namespace openreg {
@@ -124,7 +125,16 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     return dst;
   }
   if (!from_device && !(non_blocking && is_pinned_ptr(self.data_ptr()))) from = from.clone();
-  enqueue_work(dev, [to, from]() mutable { to.copy_(from); }, "copy_");
+  enqueue_work(dev, [to, from]() mutable {
+    // The worker has none of the caller's thread-local modes; these are plain CPU
+    // aliases, and inference tensors among them may only be written in InferenceMode.
+    c10::InferenceMode inference;
+    try {
+      to.copy_(from);
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(e.what_without_backtrace());
+    }
+  }, "copy_");
   return dst;
 }
 

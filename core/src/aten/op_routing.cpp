@@ -113,9 +113,13 @@ struct Offer {
     if (verbosity() >= 1) log_line(plan->name + ": " + cand.engine->name + " declined (" + msg + ")");
   }
 
+  // An engine's error: a c10 error of its status's class here, the same kept as the
+  // TaskError's kind on the worker (reported at the next synchronisation point).
   [[noreturn]] void raise(const Route::Candidate& cand, openreg_status st, const std::string& msg) const {
-    raise_engine_error(cand.engine->name, plan->name, route->has_dtype ? dtype_name(route->dtype) : "no tensor", st,
-                       msg);
+    const std::string text =
+        engine_error_text(cand.engine->name, plan->name, route->has_dtype ? dtype_name(route->dtype) : "no tensor", msg);
+    if (execution_queue().on_worker_thread()) throw TaskError(text, st);
+    raise_for_status(st, text);
   }
 
   // Offers the call from the k-th engine on (asking each whether it supports it,

@@ -124,8 +124,12 @@ void ExecutionQueue::run_task(Task& task) {
     }
     if (!skip) {
       std::string error;
+      int kind = 0;
       try {
         task.work();
+      } catch (const TaskError& e) {
+        error = e.what();
+        kind = e.kind;
       } catch (const std::exception& e) {
         error = e.what();
       } catch (...) {
@@ -137,6 +141,7 @@ void ExecutionQueue::run_task(Task& task) {
         d.streams[task.stream].failed = true;
         any_failed_.store(true, std::memory_order_release);
         if (d.error.empty()) {
+          d.error_kind = kind;
           d.error = "openreg: asynchronous error in " + describe_origin(task.origin) + ": " + error +
                     "\nErrors of queued device work are reported at the next synchronisation point; later work of "
                     "the same stream was not run. Set OPENREG_LAUNCH_BLOCKING=1 to raise errors where the op is "
@@ -182,11 +187,12 @@ void ExecutionQueue::throw_error_locked(int device) {
     if ((device >= 0 && index != device) || d.error.empty()) continue;
     std::string message = std::move(d.error);
     d.error.clear();
+    const int kind = d.error_kind;
     for (auto& [id, s] : d.streams) s.failed = false;
     bool any = false;
     for (auto& [i, other] : devices_) any = any || !other.error.empty();
     any_failed_.store(any, std::memory_order_release);
-    throw AsyncError(message);
+    throw AsyncError(message, kind);
   }
 }
 

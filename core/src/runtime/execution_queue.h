@@ -34,9 +34,17 @@ struct TaskOrigin {
   int line = 0;
 };
 
+// What a task throws to give its error a kind, kept through to the report (the torch
+// side maps it to a Python exception class: an engine's status). Other exceptions: kind 0.
+struct TaskError : std::runtime_error {
+  TaskError(const std::string& message, int kind) : std::runtime_error(message), kind(kind) {}
+  int kind;
+};
+
 // An error raised by queued work, reported at the next synchronisation point.
 struct AsyncError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  AsyncError(const std::string& message, int kind) : std::runtime_error(message), kind(kind) {}
+  int kind;
 };
 
 // A recorded point in a stream (the state behind a c10 event).
@@ -101,6 +109,7 @@ class ExecutionQueue {
   struct DeviceState {
     uint64_t last_seq = 0;
     std::string error;  // pending, "" when none
+    int error_kind = 0;
     std::unordered_map<int64_t, StreamState> streams;
   };
 

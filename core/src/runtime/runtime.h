@@ -57,6 +57,9 @@ bool query_stream(const c10::Stream& stream);
 void synchronize_stream(const c10::Stream& stream);
 void synchronize_device(c10::DeviceIndex device);
 void synchronize_all_devices();
+// Runs what is queued, dropping its errors: Python's exit calls it before finalising,
+// so that no queued op runs while the interpreter is being torn down.
+void drain_queue_at_exit();
 // Events: the state behind c10's void* event handles.
 void event_record(void** event, const c10::Stream& stream, c10::EventFlag flag);
 bool event_query(void* event);

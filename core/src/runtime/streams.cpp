@@ -2,6 +2,8 @@
 // is current on each thread, where device work is enqueued, and how the host waits.
 #include "runtime.h"
 
+#include "../aten/engine_error.h"
+
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
@@ -36,13 +38,13 @@ ExecutionQueue& queue() {
   return q;
 }
 
-// Async errors become RuntimeErrors (c10::Error) for Python.
+// Async errors become c10 errors for Python: of their engine status's class, if any.
 template <class F>
 void rethrowing(F&& f) {
   try {
     f();
   } catch (const AsyncError& e) {
-    TORCH_CHECK(false, e.what());
+    raise_for_status(static_cast<openreg_status>(e.kind), e.what());
   }
 }
 
@@ -112,6 +114,14 @@ void synchronize_device(c10::DeviceIndex device) {
 
 void synchronize_all_devices() {
   rethrowing([&] { queue().synchronize_all(); });
+}
+
+void drain_queue_at_exit() {
+  try {
+    queue().synchronize_all();
+  } catch (const AsyncError&) {
+    // Nobody is left to report it to.
+  }
 }
 
 // ---- events

@@ -6,7 +6,6 @@ a stream is an ordered queue of device work, an event a recorded point in one.
 The current stream is per thread and per device, as on CUDA.
 """
 
-import atexit
 import threading
 from typing import Any, Optional, Union
 
@@ -234,27 +233,3 @@ def synchronize(device: _DeviceLike = None) -> None:
     """Waits until all the work queued on every stream of ``device`` (default: the current
     device) has run; raises the first asynchronous error of that work, if any."""
     torch.accelerator.synchronize(_device_index(device))
-
-
-def _drain_at_exit() -> None:
-    """Runs the queued work out before the interpreter finalizes.
-
-    A queued task may hold the last reference to a tensor whose Python object the
-    tensor owns (Python let go of it while the work was queued). The worker then
-    takes the GIL to release it; during finalization Python ends such a thread with
-    pthread_exit, whose unwinding crosses a C++ frame and aborts the process
-    ("terminate called without an active exception"). ``atexit`` hooks run before
-    finalization, while the GIL can still be served. Errors are not raised at exit.
-    """
-    if not _C._is_initialized():
-        return
-    for index in range(_C._device_count()):
-        try:
-            torch.accelerator.synchronize(index)
-        except Exception:
-            pass  # an asynchronous error nobody waited for: an exit hook must not fail
-
-
-# Registered at import, before _autograd_exit's hook: atexit runs hooks last-in first-out,
-# so this one runs after the autograd drain, which enqueues work of its own.
-atexit.register(_drain_at_exit)

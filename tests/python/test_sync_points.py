@@ -110,23 +110,36 @@ def test_printing(openreg, queued, show, capsys):
     assert text == repr(cpu)[:-1] + ", device='openreg:0')"
 
 
+def _robust_threshold(ref):
+    """A threshold in the widest gap between the middle values of ``ref``: no value is
+    near it, so engines' rounding cannot move an element across it."""
+    v = ref.flatten().sort().values
+    lo, hi = v.numel() // 4, 3 * v.numel() // 4
+    gaps = v[lo + 1 : hi] - v[lo : hi - 1]
+    k = int(gaps.argmax())
+    assert gaps[k] > 1e-4 * v.abs().max(), "no clear gap: pick another slice"
+    return float((v[lo + k] + v[lo + k + 1]) / 2)
+
+
 @pytest.mark.parametrize("op", ["nonzero", "masked_select", "unique", "bool_index"])
 def test_data_dependent_shapes(openreg, queued, op):
     out, ref = queued
+    out, ref = out[:24, :24], ref[:24, :24]
+    threshold = _robust_threshold(ref)
 
     def run(t):
-        mask = t > 0
+        mask = t > threshold
         if op == "nonzero":
             return torch.nonzero(mask)
         if op == "masked_select":
             return torch.masked_select(t, mask)
         if op == "unique":
-            return torch.unique((t * 2000).round())
+            return torch.unique(mask, return_counts=True)[1]
         return t[mask]
 
     got, want = run(out), run(ref)
+    assert _idle(), "an op whose output shape depends on the data waits for the queued work"
     assert got.shape == want.shape
-    assert 0 < want.numel() < ref.numel(), "the mask should select some elements, not all"
     if op in ("nonzero", "unique"):
         assert torch.equal(got.cpu(), want)
     else:

@@ -45,7 +45,9 @@ class Stream(torch.Stream):
         if kwargs:  # stream_id / device_index / device_type: an existing stream
             if device is not None:
                 raise TypeError("Stream: give either device or stream_id/device_index/device_type, not both")
-            return super().__new__(cls, priority=priority, **kwargs)
+            self = super().__new__(cls, priority=priority, **kwargs)
+            _check_openreg(self, "stream")
+            return self
         return super().__new__(cls, device=torch.device("openreg", _device_index(device)), priority=priority)
 
     def wait_event(self, event: torch.Event) -> None:

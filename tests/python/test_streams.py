@@ -65,6 +65,12 @@ def test_stream_on_a_bad_device_raises(openreg, spec):
         torch.openreg.Stream(device=spec)
 
 
+def test_stream_from_the_id_of_a_cpu_stream_raises(openreg):
+    cpu = torch.Stream(device="cpu")
+    with pytest.raises(TypeError, match="openreg"):
+        torch.openreg.Stream(stream_id=cpu.stream_id, device_index=cpu.device_index, device_type=cpu.device_type)
+
+
 def test_generic_torch_stream_equals_openreg_stream(openreg):
     s = torch.Stream(device="openreg")
     same = torch.openreg.Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)

@@ -15,6 +15,7 @@
 #undef Py_BUILD_CORE
 #endif
 
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -55,6 +56,39 @@ bool is_torch_internal(std::string_view file) {
 }
 
 #ifdef OPENREG_FRAME_WALK
+// What one frame position resolves to, cached per thread: every op pays for this, and
+// both the file test and the line-table walk cost more than the rest of the lookup.
+// An entry is trusted only for the same code object, file object, first line and size
+// (a freed code object's address may be reused).
+struct Resolved {
+  const PyCodeObject* code = nullptr;
+  const PyObject* filename = nullptr;
+  int first_line = 0;
+  Py_ssize_t size = 0;
+  int lasti = -1;
+  const std::string* file = nullptr;  // null: a torch or openreg file, skipped
+  int line = 0;
+};
+constexpr size_t kCacheSlots = 512;
+thread_local Resolved t_cache[kCacheSlots];
+
+const Resolved& resolve(PyCodeObject* code, int lasti) {
+  const size_t slot = ((reinterpret_cast<uintptr_t>(code) >> 4) ^ static_cast<uintptr_t>(lasti) * 2654435761u) %
+                      kCacheSlots;
+  Resolved& r = t_cache[slot];
+  if (r.code == code && r.lasti == lasti && r.filename == code->co_filename &&
+      r.first_line == code->co_firstlineno && r.size == Py_SIZE(code)) {
+    return r;
+  }
+  r = Resolved{code, code->co_filename, code->co_firstlineno, Py_SIZE(code), lasti, nullptr, 0};
+  std::string_view name;
+  if (ascii_name(code->co_filename, &name) && !is_torch_internal(name)) {
+    r.file = intern(name);
+    r.line = PyCode_Addr2Line(code, lasti * static_cast<int>(sizeof(_Py_CODEUNIT)));
+  }
+  return r;
+}
+
 bool frame_walk(const std::string** file, int* line) {
   PyThreadState* ts = PyGILState_GetThisThreadState();
   if (!ts || !ts->cframe) return false;
@@ -62,10 +96,10 @@ bool frame_walk(const std::string** file, int* line) {
   for (_PyInterpreterFrame* f = ts->cframe->current_frame; f && depth < kMaxDepth; f = f->previous, ++depth) {
     PyCodeObject* code = f->f_code;
     if (!code || _PyFrame_IsIncomplete(f)) continue;
-    std::string_view name;
-    if (!ascii_name(code->co_filename, &name) || is_torch_internal(name)) continue;
-    *file = intern(name);
-    *line = PyCode_Addr2Line(code, _PyInterpreterFrame_LASTI(f) * static_cast<int>(sizeof(_Py_CODEUNIT)));
+    const Resolved& r = resolve(code, _PyInterpreterFrame_LASTI(f));
+    if (!r.file) continue;
+    *file = r.file;
+    *line = r.line;
     return true;
   }
   return false;

@@ -105,6 +105,14 @@ py::dict memory_stats(c10::DeviceIndex index) {
   return d;
 }
 
+// Waits for the queued device work, without the GIL (nothing queued needs it, but a
+// waiting thread must not keep other Python threads from enqueueing).
+void wait_released() {
+  if (!openreg::is_initialized()) return;
+  py::gil_scoped_release no_gil;
+  openreg::wait_for_queue();
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -122,7 +130,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_lazy_init", [] { openreg::lazy_init(); });
   m.def("_is_initialized", &openreg::is_initialized);
-  m.def("_drain_queue_at_exit", &openreg::drain_queue_at_exit, py::call_guard<py::gil_scoped_release>());
+  // Readers of what the worker counts wait for the queued work first.
+  m.def("_wait_for_queue", &openreg::wait_for_queue, py::call_guard<py::gil_scoped_release>());
   m.def("_device_count", [] { return static_cast<int>(openreg::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(openreg::current_device()); });
   m.def("_set_device", [](int i) { openreg::set_device(static_cast<c10::DeviceIndex>(i)); });
@@ -136,10 +145,22 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_peak_memory_stats", [](int i) { openreg::reset_peak_memory_stats(static_cast<c10::DeviceIndex>(i)); });
   m.def("_reset_accumulated_memory_stats",
         [](int i) { openreg::reset_accumulated_memory_stats(static_cast<c10::DeviceIndex>(i)); });
-  m.def("_stats", &engine_stats);
-  m.def("_reset_stats", [] { openreg::route_table().reset_stats(); });
-  m.def("_route_timings", &route_timings);
-  m.def("_reset_route_timings", [] { openreg::route_table().reset_timings(); });
+  m.def("_stats", [] {
+    wait_released();
+    return engine_stats();
+  });
+  m.def("_reset_stats", [] {
+    wait_released();
+    openreg::route_table().reset_stats();
+  });
+  m.def("_route_timings", [] {
+    wait_released();
+    return route_timings();
+  });
+  m.def("_reset_route_timings", [] {
+    wait_released();
+    openreg::route_table().reset_timings();
+  });
   m.def("_set_route_timing", [](bool on) { openreg::set_route_timing(on); });
   m.def("_set_tuned_routes", &set_tuned_routes);
   m.def("_tuned_routes_in_use", [] { return openreg::registry().tuned_routes() != nullptr; });

@@ -52,7 +52,7 @@ def drain_queue() -> None:
     from . import _C
 
     if _C._is_initialized():
-        _C._drain_queue_at_exit()
+        _C._wait_for_queue()
 
 
 def install() -> None:

@@ -301,13 +301,11 @@ void recycle_arena(CallBuilder::Arena* arena) {
   g_pool.push_back(arena);
 }
 
-std::shared_ptr<QueuedCall> CallBuilder::hand_over() {
-  TORCH_INTERNAL_ASSERT(arena_.queued && !handed_over_);
+void CallBuilder::hand_over(QueuedCall* to) {
+  TORCH_INTERNAL_ASSERT(arena_.queued && !handed_over_ && !to->arena);
   handed_over_ = true;
-  auto q = std::make_shared<QueuedCall>();
-  q->arena = &arena_;
-  q->call = call_;
-  return q;
+  to->arena = &arena_;
+  to->call = call_;
 }
 
 QueuedCall::~QueuedCall() {

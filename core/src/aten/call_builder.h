@@ -38,7 +38,7 @@ class CallBuilder {
   const std::vector<at::Tensor>& dynamic_outputs() const { return dynamic_; }
 
   openreg_call& call() { return call_; }
-  std::shared_ptr<QueuedCall> hand_over();  // queued builders, after set_outputs
+  void hand_over(QueuedCall* to);  // queued builders, after set_outputs
 
   struct Arena;
 
@@ -59,6 +59,9 @@ class CallBuilder {
 struct QueuedCall {
   CallBuilder::Arena* arena = nullptr;
   openreg_call call{};
+  QueuedCall() = default;
+  QueuedCall(const QueuedCall&) = delete;
+  QueuedCall& operator=(const QueuedCall&) = delete;
   ~QueuedCall();
 };
 void recycle_arena(CallBuilder::Arena* arena);

@@ -167,6 +167,18 @@ struct Offer {
   }
 };
 
+// An engine call on the execution queue: the call and the engine that took it.
+struct QueuedOp {
+  QueuedCall call;
+  Offer offer;
+  size_t k;
+  static void run(void* self) {
+    auto* op = static_cast<QueuedOp*>(self);
+    op->offer.run_queued(op->call.call, op->k);
+  }
+  static void drop(void* self) { delete static_cast<QueuedOp*>(self); }
+};
+
 void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   OpPlan& plan = plan_for(op);
   const size_t n = plan.arg_kinds.size();
@@ -242,8 +254,9 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         continue;
       }
       if (st != OPENREG_STATUS_OK) offer.raise(cand, st, msg);
-      std::shared_ptr<QueuedCall> q = builder.hand_over();
-      enqueue_work(dev, [q, offer, k]() mutable { offer.run_queued(q->call, k); }, plan.name.c_str());
+      auto* task = new QueuedOp{{}, offer, k};
+      builder.hand_over(&task->call);
+      enqueue_raw(dev, RawWork{&QueuedOp::run, &QueuedOp::drop, task}, plan.name.c_str());
       torch::jit::drop(*stack, n);
       for (auto& r : returns) stack->push_back(std::move(r));
       return;

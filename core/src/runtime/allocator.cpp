@@ -194,7 +194,13 @@ OpenRegAllocator g_allocator;
 
 void OpenRegAllocator::release(void* ctx) {
   auto* b = static_cast<Block*>(ctx);
-  if (!g_allocator.on_free(*b)) std::free(b->ptr);
+  if (!g_allocator.on_free(*b)) {
+    // Queued work may still use the block (the host frees as soon as Python lets go):
+    // it goes back to the system after that work, in queue order.
+    void* p = b->ptr;
+    if (run_inline() || !is_initialized()) std::free(p);
+    else enqueue_work(b->device, [p] { std::free(p); }, "free (OPENREG_NO_MEMORY_CACHING)");
+  }
   delete b;
 }
 

@@ -55,6 +55,14 @@ uint64_t ExecutionQueue::push(Task task) {
 }
 
 uint64_t ExecutionQueue::enqueue(int device, int64_t stream, Work work, TaskOrigin origin) {
+  return enqueue_task(Task{0, device, stream, std::move(work), RawWork{}, origin, nullptr});
+}
+
+uint64_t ExecutionQueue::enqueue(int device, int64_t stream, RawWork work, TaskOrigin origin) {
+  return enqueue_task(Task{0, device, stream, nullptr, work, origin, nullptr});
+}
+
+uint64_t ExecutionQueue::enqueue_task(Task task) {
   if (tasks_size_.load(std::memory_order_relaxed) >= kMaxQueued) {
     std::unique_lock<std::mutex> lock(mutex_);
     const uint64_t target = next_seq_ - kMaxQueued / 2;
@@ -62,7 +70,7 @@ uint64_t ExecutionQueue::enqueue(int device, int64_t stream, Work work, TaskOrig
     wait_for(target);
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  const uint64_t seq = push(Task{0, device, stream, std::move(work), origin, nullptr});
+  const uint64_t seq = push(std::move(task));
   tasks_size_.store(tasks_.size(), std::memory_order_relaxed);
   const bool wake = worker_sleeping_;
   lock.unlock();
@@ -74,7 +82,7 @@ void ExecutionQueue::record(const std::shared_ptr<QueueMarker>& marker, int devi
   std::unique_lock<std::mutex> lock(mutex_);
   marker->device = device;
   marker->stream = stream;
-  marker->seq = push(Task{0, device, stream, nullptr, TaskOrigin{"event record"}, marker});
+  marker->seq = push(Task{0, device, stream, nullptr, RawWork{}, TaskOrigin{"event record"}, marker});
   tasks_size_.store(tasks_.size(), std::memory_order_relaxed);
   const bool wake = worker_sleeping_;
   lock.unlock();
@@ -126,7 +134,8 @@ void ExecutionQueue::run_task(Task& task) {
       std::string error;
       int kind = 0;
       try {
-        task.work();
+        if (task.raw.run) task.raw.run(task.raw.ctx);
+        else task.work();
       } catch (const TaskError& e) {
         error = e.what();
         kind = e.kind;
@@ -150,7 +159,9 @@ void ExecutionQueue::run_task(Task& task) {
       }
     }
   }
-  task.work = nullptr;  // release what the task holds before it counts as done
+  // Release what the task holds before it counts as done.
+  if (task.raw.drop) task.raw.drop(task.raw.ctx);
+  task.work = nullptr;
   task.marker.reset();
   completed_.store(task.seq, std::memory_order_seq_cst);
   if (waiters_.load(std::memory_order_seq_cst) > 0) {
@@ -221,13 +232,17 @@ void ExecutionQueue::synchronize_device(int device) {
   rethrow_pending(device);
 }
 
-void ExecutionQueue::synchronize_all() {
+void ExecutionQueue::wait_all() {
   uint64_t target = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     target = next_seq_ - 1;
   }
   wait_for(target);
+}
+
+void ExecutionQueue::synchronize_all() {
+  wait_all();
   rethrow_pending(-1);
 }
 

@@ -55,6 +55,15 @@ struct QueueMarker {
   int64_t time_ns = 0;  // steady clock when the worker reached it; written before `seq` completes
 };
 
+// A task as two plain functions over one pointer: what the op path enqueues for every
+// op, without std::function's allocation. `run` may throw (as Work); `drop` frees ctx
+// and always runs once, after `run` or instead of it when the task is skipped.
+struct RawWork {
+  void (*run)(void* ctx) = nullptr;
+  void (*drop)(void* ctx) = nullptr;
+  void* ctx = nullptr;
+};
+
 class ExecutionQueue {
  public:
   // Runs a task; may throw (the message becomes the device's pending error).
@@ -71,6 +80,7 @@ class ExecutionQueue {
   // Appends a task to `stream` of `device`; returns its sequence number (from 1).
   // While the device has a pending error, tasks of the stream that failed are skipped.
   uint64_t enqueue(int device, int64_t stream, Work work, TaskOrigin origin);
+  uint64_t enqueue(int device, int64_t stream, RawWork work, TaskOrigin origin);
 
   // Enqueues a marker on the stream and makes `marker` describe it.
   void record(const std::shared_ptr<QueueMarker>& marker, int device, int64_t stream);
@@ -84,6 +94,7 @@ class ExecutionQueue {
   void synchronize_stream(int device, int64_t stream);
   void synchronize_device(int device);
   void synchronize_all();
+  void wait_all();  // as synchronize_all, leaving errors pending
   // Throws the device's pending error (-1: any device's) without waiting; clears it.
   void rethrow_pending(int device);
 
@@ -99,6 +110,7 @@ class ExecutionQueue {
     int device;
     int64_t stream;
     Work work;
+    RawWork raw;
     TaskOrigin origin;
     std::shared_ptr<QueueMarker> marker;  // a marker task when set
   };
@@ -114,6 +126,7 @@ class ExecutionQueue {
   };
 
   uint64_t push(Task task);  // under mutex_
+  uint64_t enqueue_task(Task task);
   void worker_loop();
   void run_task(Task& task);
   void wait_for(uint64_t seq);

@@ -52,14 +52,16 @@ bool run_inline();
 // Runs `work` on the current stream of `device`: enqueued, or at once when run_inline().
 // `what` (static storage) names it in the error it may raise.
 void enqueue_work(c10::DeviceIndex device, std::function<void()> work, const char* what);
+void enqueue_raw(c10::DeviceIndex device, RawWork work, const char* what);  // the same, allocation-free
 bool query_stream(const c10::Stream& stream);
 // Wait for queued work, then raise its pending error as a RuntimeError (c10::Error).
 void synchronize_stream(const c10::Stream& stream);
 void synchronize_device(c10::DeviceIndex device);
 void synchronize_all_devices();
-// Runs what is queued, dropping its errors: Python's exit calls it before finalising,
-// so that no queued op runs while the interpreter is being torn down.
-void drain_queue_at_exit();
+// Waits for what is queued, leaving its errors pending: for readers of what the worker
+// counts (openreg.stats(), route timings), and for Python's exit, before finalising, so
+// that no queued op runs while the interpreter is being torn down.
+void wait_for_queue();
 // Events: the state behind c10's void* event handles.
 void event_record(void** event, const c10::Stream& stream, c10::EventFlag flag);
 bool event_query(void* event);

@@ -102,6 +102,21 @@ void enqueue_work(c10::DeviceIndex device, std::function<void()> work, const cha
   queue().enqueue(device, t_current_stream[device], std::move(work), origin);
 }
 
+void enqueue_raw(c10::DeviceIndex device, RawWork work, const char* what) {
+  if (run_inline()) {
+    struct Drop {
+      RawWork& w;
+      ~Drop() { w.drop(w.ctx); }
+    } drop{work};
+    rethrowing([&] { queue().rethrow_pending(device); });
+    work.run(work.ctx);
+    return;
+  }
+  TaskOrigin origin{what};
+  if (CallerLocationFn fn = g_caller_location.load(std::memory_order_relaxed)) fn(&origin.file, &origin.line);
+  queue().enqueue(device, t_current_stream[device], work, origin);
+}
+
 bool query_stream(const c10::Stream& stream) { return queue().query_stream(stream.device_index(), stream.id()); }
 
 void synchronize_stream(const c10::Stream& stream) {
@@ -116,13 +131,7 @@ void synchronize_all_devices() {
   rethrowing([&] { queue().synchronize_all(); });
 }
 
-void drain_queue_at_exit() {
-  try {
-    queue().synchronize_all();
-  } catch (const AsyncError&) {
-    // Nobody is left to report it to.
-  }
-}
+void wait_for_queue() { queue().wait_all(); }
 
 // ---- events
 

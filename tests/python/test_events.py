@@ -119,8 +119,6 @@ def test_rerecording_moves_the_event(openreg):
     del out
 
 
-@pytest.mark.xfail(strict=True, reason="C++ side: the guard's record ignores the event's device (device_guard.cpp); "
-                   "CUDA raises 'Event device index ... does not match recording stream's device index'")
 def test_record_on_another_device_than_the_first_raises(openreg):
     e = torch.openreg.Event()
     e.record(torch.openreg.Stream("openreg:1"))

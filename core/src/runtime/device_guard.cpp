@@ -34,7 +34,11 @@ struct OpenRegGuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::Stream getNewStream(c10::Device d, int) const override { return new_stream(index_of(d)); }
   c10::Stream exchangeStream(c10::Stream s) const override { return exchange_stream(s); }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
-  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex, const c10::EventFlag flag) const override {
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "openreg: event device index ",
+                int(device_index), " does not match recording stream's device index ", int(stream.device_index()),
+                ": an event belongs to the device it was first recorded on");
     event_record(event, stream, flag);
   }
   // Every stream feeds the one ordered queue (execution_queue.h), so work enqueued

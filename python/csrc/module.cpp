@@ -130,6 +130,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_lazy_init", [] { openreg::lazy_init(); });
   m.def("_is_initialized", &openreg::is_initialized);
+  m.def("_is_in_bad_fork", &openreg::in_bad_fork);
   // Readers of what the worker counts wait for the queued work first.
   m.def("_wait_for_queue", &openreg::wait_for_queue, py::call_guard<py::gil_scoped_release>());
   m.def("_device_count", [] { return static_cast<int>(openreg::device_count()); });

@@ -83,8 +83,9 @@ def init() -> None:
 
 
 def _is_in_bad_fork() -> bool:
-    # Engines run in-process on host memory; a forked child can use them as is.
-    return False
+    """True in a child forked after the device was initialised: such a child
+    cannot use the device (as CUDA); ``torch.manual_seed`` then skips it."""
+    return _C._is_in_bad_fork()
 
 
 # ---- random numbers
@@ -180,3 +181,6 @@ def get_amp_supported_dtype() -> list:
 
 def is_bf16_supported() -> bool:
     return True
+
+
+from .device_properties import get_device_capability, get_device_name, get_device_properties  # noqa: E402,F401 (uses _index)

@@ -121,6 +121,8 @@ def test_is_initialized_and_lazy_init(openreg):
 
 
 def test_not_in_bad_fork(openreg):
+    # The process that initialised the device is not a forked child (test_fork.py has those).
+    torch.ones(1, device="openreg")
     assert torch.openreg._is_in_bad_fork() is False
 
 

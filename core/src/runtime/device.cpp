@@ -1,4 +1,4 @@
-// Devices, the device guard, PrivateUse1 hooks and lazy engine initialisation.
+// Devices, PrivateUse1 hooks, lazy engine initialisation and fork safety.
 #include "runtime.h"
 
 #include <ATen/Parallel.h>
@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -73,6 +74,23 @@ EngineState& engine_state() {
 }
 
 std::atomic<bool> g_initialized{false};
+// Set in a child forked after the device was initialised. Engines may own threads
+// (an OpenMP pool, the execution queue's worker) that fork does not copy, and
+// their state in the child is whatever those threads left mid-flight: as with
+// CUDA, such a child may not use the device at all, only a fresh process can.
+std::atomic<bool> g_in_bad_fork{false};
+
+void mark_forked_child() {
+  // Runs in the child, single-threaded. A grandchild inherits the flag as is.
+  if (g_initialized.load(std::memory_order_relaxed)) {
+    g_in_bad_fork.store(true, std::memory_order_relaxed);
+    g_initialized.store(false, std::memory_order_relaxed);
+  }
+}
+
+struct RegisterForkHandler {
+  RegisterForkHandler() { pthread_atfork(nullptr, nullptr, mark_forked_child); }
+} g_register_fork_handler;
 
 // ---- PrivateUse1 hooks
 struct OpenRegHooks final : at::PrivateUse1HooksInterface {
@@ -161,6 +179,7 @@ RouteTable& route_table() {
 
 void lazy_init() {
   if (g_initialized.load(std::memory_order_acquire)) return;
+  check_not_in_bad_fork();
   try {
     registry().chain();
   } catch (const EngineError& e) {
@@ -170,6 +189,16 @@ void lazy_init() {
 }
 
 bool is_initialized() { return g_initialized.load(std::memory_order_acquire); }
+
+bool in_bad_fork() { return g_in_bad_fork.load(std::memory_order_relaxed); }
+
+void check_not_in_bad_fork() {
+  // CUDA's words (torch/cuda/__init__.py, _lazy_init), so that code and habits
+  // written for CUDA recognise the error.
+  TORCH_CHECK(!in_bad_fork(),
+              "openreg: Cannot re-initialize openreg in forked subprocess. To use openreg with "
+              "multiprocessing, you must use the 'spawn' start method");
+}
 
 std::string builtin_engine_dir() {
   // Engines are installed next to libopenreg_core.so.

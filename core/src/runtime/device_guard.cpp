@@ -34,6 +34,9 @@ struct OpenRegGuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::Stream getNewStream(c10::Device d, int) const override { return new_stream(index_of(d)); }
   c10::Stream exchangeStream(c10::Stream s) const override { return exchange_stream(s); }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    return device_capability(index_of(d));
+  }
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override {
     TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "openreg: event device index ",

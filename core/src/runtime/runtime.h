@@ -5,6 +5,7 @@
 #include <ATen/core/Generator.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
+#include <c10/core/DeviceCapability.h>
 #include <c10/core/Storage.h>
 #include <c10/core/Stream.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -33,7 +34,10 @@ void check_device_index(c10::DeviceIndex index);
 Registry& registry();
 RouteTable& route_table();  // decisions and call counts of the engine chain
 void lazy_init();  // loads the engine chain; throws c10::Error with the loader's text
-bool is_initialized();
+bool is_initialized();  // false in a child forked after initialisation
+bool in_bad_fork();  // forked after the device's initialisation: may not use it (as CUDA)
+// Throws CUDA's "Cannot re-initialize ... in forked subprocess" error in such a child.
+void check_not_in_bad_fork();
 std::string builtin_engine_dir();
 // Engine files in the search dirs, without making the registry (which reads
 // OPENREG_ENGINE): `import openreg` uses it.
@@ -72,6 +76,11 @@ double event_elapsed_ms(void* start, void* end);
 // module so that asynchronous errors name the line that enqueued the failing op.
 using CallerLocationFn = void (*)(const std::string** file, int* line);
 void set_caller_location_hook(CallerLocationFn fn);
+
+// ---- properties (device_properties.cpp)
+// The dtypes a device tensor can hold and convert between: those of the engine
+// ABI (bridge::to_abi_dtype), for torch.accelerator.get_device_capability.
+c10::DeviceCapability device_capability(c10::DeviceIndex index);
 
 // ---- memory (allocator.cpp)
 c10::Allocator* device_allocator();

@@ -108,7 +108,7 @@ def main():
 
     def sync_tensor(t):
         if t.device.type != "cpu":
-            t.view(-1)[:1].cpu()  # the device is synchronous; this only forces a use
+            t.view(-1)[:1].cpu()  # a copy to the host waits for the queued work
 
     rows = []
 

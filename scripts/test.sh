@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, then runs every test:
-#  1. the GoogleTest suite (ABI, loader, router) and the conformance suite on every
-#     built engine, through ctest;
+#  1. the GoogleTest suite (ABI, loader, router, execution queue, block pool) and the
+#     conformance suite on every built engine, through ctest; the queue and block pool
+#     tests once more under ThreadSanitizer (scripts/tsan.sh);
 #  2. the gate: both conformance modes (ABI and through torch) with --strict for
 #     every in-tree engine, on this CPU and capped at AVX2;
 #  3. the third-party example engine, built out of tree against the installed SDK
@@ -22,6 +23,9 @@ BUILD_DIR=build/skbuild
 
 echo "== GoogleTest and per-engine conformance (ctest)"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j2
+
+# The execution queue and the block pool again, built with ThreadSanitizer (about a minute).
+bash scripts/tsan.sh
 
 # The in-tree engines: the list the rest of this script walks, the ones built here.
 BUILT_ENGINES=()
@@ -76,3 +80,8 @@ for engine in "${BUILT_ENGINES[@]}" aten_ref "$TP_ENGINE"; do
   echo "== pytest again, on engine $engine (--engine)"
   "$PY" -m pytest tests/python -q -rs --engine "$engine" "${skip[@]}" "$@"
 done
+
+# Every run above enqueued ops (asynchronous execution, the default); this one runs
+# each op where it is called, the debugging mode, which must behave the same.
+echo "== pytest again, default engine, OPENREG_LAUNCH_BLOCKING=1"
+OPENREG_LAUNCH_BLOCKING=1 "$PY" -m pytest tests/python -q -rs "${RERUN_SKIP[@]}" "$@"

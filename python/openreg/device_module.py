@@ -6,6 +6,18 @@ import torch
 
 from . import _C
 
+# Streams, events and synchronize (torch.cuda's shape): see streams.py.
+from .streams import (  # noqa: F401  (re-exported as torch.openreg.*)
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+    synchronize,
+)
+
 _DeviceLike = Union[torch.device, str, int, None]
 
 
@@ -55,11 +67,6 @@ class device:
     def __exit__(self, *exc: Any) -> bool:
         _C._set_device(self.prev)
         return False
-
-
-def synchronize(device: _DeviceLike = None) -> None:
-    """Work runs synchronously, so there is nothing to wait for; checks the index."""
-    _index(device)
 
 
 def is_initialized() -> bool:

@@ -272,7 +272,8 @@ def status_engine(build_engine, tmp_path_factory):
     return build_engine(src, src.parent / "build", "my_engine")
 
 
-def test_engine_status_raises_its_python_class(request, run_python):
+@pytest.mark.parametrize("launch_blocking", ["0", "1"])
+def test_engine_status_raises_its_python_class(request, run_python, launch_blocking):
     if os.environ.get("OPENREG_ENGINE"):
         pytest.skip("engine-independent host check: runs once, in the default-engine run")
     engine = request.getfixturevalue("status_engine")
@@ -281,29 +282,36 @@ def test_engine_status_raises_its_python_class(request, run_python):
         "a = torch.ones(2, device='openreg')\n"
         "out = {}\n"
         f"for s in {sorted(_STATUS_TYPES)}:\n"
+        "    where = 'call'\n"
         "    try:\n"
-        "        torch.add(a, a, alpha=100 + s).cpu()\n"
-        "        out[s] = ['no error', '']\n"
+        "        r = torch.add(a, a, alpha=100 + s)\n"
+        "        where = 'sync'\n"
+        "        r.cpu()\n"
+        "        out[s] = ['no error', '', '']\n"
         "    except Exception as e:\n"
         "        t = type(e)\n"
         "        name = {torch.OutOfMemoryError: 'torch.OutOfMemoryError',\n"
         "                torch.linalg.LinAlgError: 'torch.linalg.LinAlgError'}.get(t, t.__name__)\n"
-        "        out[s] = [name, str(e)]\n"
+        "        out[s] = [name, str(e), where]\n"
         "print('RESULT ' + json.dumps(out))\n"
     )
-    proc = run_python(code, {"OPENREG_ENGINE": engine, "OPENREG_FALLBACK": None})
+    proc = run_python(code, {"OPENREG_ENGINE": engine, "OPENREG_FALLBACK": None,
+                             "OPENREG_LAUNCH_BLOCKING": launch_blocking})
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     assert proc.returncode == 0 and len(lines) == 1, proc.stderr[-3000:]
     import json
 
     got = json.loads(lines[0][len("RESULT "):])
+    engine_text = "openreg: engine 'my_engine' failed on aten::add.Tensor (float32): fixture: status under test"
     for status, want in _STATUS_TYPES.items():
-        name, message = got[str(status)]
+        name, message, where = got[str(status)]
         assert name == want, f"status {status}: raised {name}, expected {want}: {message}"
-        # Raised at the copy to the host, the next synchronisation point (execution_queue.h).
-        assert message.startswith("openreg: asynchronous error in aten::add.Tensor (enqueued at <string>:6): "
-                                  "openreg: engine 'my_engine' failed on aten::add.Tensor (float32): "
-                                  "fixture: status under test"), message
+        if launch_blocking == "1":  # raised by the call itself
+            assert where == "call" and message.startswith(engine_text), (where, message)
+        else:  # enqueued; raised at the copy to the host, the next synchronisation point
+            assert where == "sync", message
+            assert message.startswith("openreg: asynchronous error in aten::add.Tensor (enqueued at <string>:7): "
+                                      + engine_text), message
 
 
 # ------------------------------------------------------------ OpInfo error inputs

@@ -77,3 +77,16 @@ def test_models_benchmark_smoke(run_command, repo_root, openreg, tmp_path):
             assert re.search(rf"^\| {re.escape(model)} \| {mode} \| \d+\.\d+ \| \d+\.\d+ \(\d+\.\d+x", table, re.M), table
     with open(paths["png"], "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_async_benchmark_smoke(run_command, repo_root, openreg, tmp_path):
+    engine = os.environ.get("OPENREG_ENGINE") or openreg.info()["chain"][0]
+    script = os.path.join(repo_root, "bench", "async_step.py")
+    md = str(tmp_path / "async.md")
+    proc = run_command([sys.executable, script, "--quick", "--engine", engine, "--models", "digits CNN",
+                        "--markdown", md])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"vector features: avx2 (yes|no), avx512f (yes|no), avx512_bf16 (yes|no)", proc.stdout)
+    with open(md) as f:
+        table = f.read()
+    assert "digits CNN" in table and "launch" in table.lower(), table

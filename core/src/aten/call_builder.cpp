@@ -148,9 +148,15 @@ void count_items(c10::ArrayRef<c10::IValue> args, size_t* tensors, size_t* numbe
   }
 }
 
-// What a queued call must keep of a tensor it reads: CPU memory is freed at once.
-void keep_if_host(CallBuilder::Arena& arena, const at::Tensor& t) {
-  if (arena.queued && !t.device().is_privateuseone()) arena.keep.push_back(t);
+// The tensor a queued call reads in place of `t`. Device memory stays valid in queue
+// order (execution_queue.h). CPU memory does not: the call keeps the tensor alive and,
+// unless it is a wrapped Python number that nothing else can reach, reads a copy taken
+// now, since the caller may change it before the call runs (an LR scheduler's tensor lr,
+// a CPU index list), as CUDA copies CPU operands at the call.
+const at::Tensor& held(CallBuilder::Arena& arena, const at::Tensor& t) {
+  if (!arena.queued || t.device().is_privateuseone()) return t;
+  arena.keep.push_back(t.unsafeGetTensorImpl()->is_wrapped_number() ? t : t.clone());
+  return arena.keep.back();
 }
 
 }  // namespace
@@ -165,6 +171,7 @@ CallBuilder::CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c1
     if (queued) {
       arena_.dims.reserve(ndims);
       arena_.strings.reserve(numbers);
+      arena_.keep.reserve(tensors);  // held() returns references into it
     }
     arena_.tensors.reserve(tensors);
     arena_.tensor_items.reserve(tensors);
@@ -208,8 +215,7 @@ CallBuilder::CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c1
       if (v.isTensor()) {
         const auto& t = v.toTensor();
         if (!t.defined()) continue;  // NONE
-        arena_.tensors.push_back(describe(t, dims));
-        keep_if_host(arena_, t);
+        arena_.tensors.push_back(describe(held(arena_, t), dims));
         out.kind = OPENREG_VALUE_TENSOR;
         out.u.tensor = &arena_.tensors.back();
       } else if (v.isList()) {
@@ -218,8 +224,7 @@ CallBuilder::CallBuilder(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c1
           const size_t first = arena_.tensor_items.size();
           for (const auto& item : list) {
             if (item.isTensor() && item.toTensor().defined()) {
-              arena_.tensors.push_back(describe(item.toTensor(), dims));
-              keep_if_host(arena_, item.toTensor());
+              arena_.tensors.push_back(describe(held(arena_, item.toTensor()), dims));
               arena_.tensor_items.push_back(&arena_.tensors.back());
             } else {
               arena_.tensor_items.push_back(nullptr);

@@ -143,6 +143,16 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
+// Tensor.record_stream: CUDA's allocator must not reuse the block until work queued on
+// `s` is done. Here a freed block is only handed out to work enqueued later, which the
+// one ordered queue runs after `s`'s (execution_queue.h): nothing to record.
+void record_stream(at::Tensor& self, c10::Stream s) {
+  TORCH_CHECK(s.device_type() == kDevice, "openreg: record_stream expects a stream of the openreg device, got one of ",
+              s.device_type());
+  check_device_index(s.device_index());
+  (void)self;
+}
+
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   synchronize_device(self.device().index());  // .item(): the host reads the value
   return at::_local_scalar_dense(cpu_alias(self));
@@ -181,6 +191,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("record_stream", record_stream);
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 

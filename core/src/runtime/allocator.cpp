@@ -1,15 +1,17 @@
 // Device memory (host memory, 64-byte aligned, per-device statistics, cached) and
-// the pinned host allocator.
+// the pinned host allocator: c10's face of block_pool.h, which holds the caching
+// (size classes, free lists, statistics; see there and docs/design.md, "Memory").
 //
-// Caching: a freed block goes to a free list of its size class and the next
-// request of that class takes it back, pages and all. Without it every large
-// output is fresh memory from malloc, whose pages fault in on first touch
-// (backward runs on autograd's device thread, whose malloc arena hands memory
-// back to the system eagerly): on a 2-layer nn.TransformerEncoder step that was
-// a third of the device's time. Size classes waste at most 1/8 of a block.
-// Cached blocks count as reserved, not allocated; empty_cache() frees them, and
-// a failed malloc empties the cache and tries again. OPENREG_NO_MEMORY_CACHING=1
-// turns caching off (like PYTORCH_NO_CUDA_MEMORY_CACHING), for memory debugging.
+// Why cache: without it every large output is fresh memory from malloc, whose pages
+// fault in on first touch (backward runs on autograd's device thread, whose malloc
+// arena hands memory back to the system eagerly): on a 2-layer nn.TransformerEncoder
+// step that was a third of the device's time. A failed malloc empties the cache and
+// tries again. OPENREG_NO_MEMORY_CACHING=1 turns caching off (like
+// PYTORCH_NO_CUDA_MEMORY_CACHING), for memory debugging.
+//
+// Queued work (execution_queue.h) may still read a block the host has freed into the
+// cache: reuse is safe (later work runs after it), giving the block back to the system
+// is not, so whatever empties the cache first waits for the queue.
 #include "runtime.h"
 
 #include <c10/core/CachingDeviceAllocator.h>
@@ -20,84 +22,78 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
-#include <vector>
+
+#include "block_pool.h"
+#include "execution_queue.h"
 
 namespace openreg {
 
 namespace {
 
-constexpr size_t kAlignment = 64;
-constexpr c10::DeviceIndex kMaxDevices = 64;
-
-struct Block {
-  void* ptr;
-  size_t bytes;  // asked for
-  size_t block;  // reserved: its size class
-  c10::DeviceIndex device;
-};
-
-// The block size serving a request of n bytes: multiples of 512 bytes up to
-// 1 MiB, then eight classes per power of two.
-size_t size_class_bytes(size_t n) {
-  constexpr size_t kSmall = 512, kLarge = size_t(1) << 20;
-  if (n <= kLarge) return (n + kSmall - 1) / kSmall * kSmall;
-  size_t top = size_t(1) << (63 - __builtin_clzll(n));  // highest power of two <= n
-  size_t step = top / 8;
-  return (n + step - 1) / step * step;
-}
+constexpr size_t kAlignment = BlockPool::kAlignment;
 
 bool caching_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("OPENREG_NO_MEMORY_CACHING");
-    return !(v && *v && std::string(v) != "0");
-  }();
-  return on;
+  const char* v = std::getenv("OPENREG_NO_MEMORY_CACHING");
+  return !(v && *v && std::string(v) != "0");
+}
+
+// Tasks hold raw pointers: a block the host frees may still be used by work queued
+// before the free. Without caching it goes back to the system on the queue, behind that
+// work (a stream-ordered free, as cudaFreeAsync); launch blocking queues no work. Its
+// own stream, whose tasks never fail, so they are never skipped.
+constexpr int64_t kFreeStream = std::numeric_limits<int64_t>::min();
+
+void give_back_after_queued_work(void* ptr, int device) {
+  if (launch_blocking()) {
+    std::free(ptr);
+    return;
+  }
+  execution_queue().enqueue(device, kFreeStream, [ptr] { std::free(ptr); }, TaskOrigin{"free"});
+}
+
+// The process's pool, made at first use (OPENREG_NO_MEMORY_CACHING is read then) and
+// never destroyed: a tensor released by another library's static destructor at exit
+// must still find it.
+BlockPool& pool() {
+  static BlockPool* p = new BlockPool(caching_enabled(), give_back_after_queued_work);
+  return *p;
+}
+
+// Waits for every queued task, so no task still reads a cached block; a pending
+// asynchronous error is raised as every synchronisation point raises it. False on the
+// worker thread itself, where the running task may still read one.
+bool drain_queued_work() {
+  if (execution_queue().on_worker_thread()) return false;
+  synchronize_all_devices();  // execution_queue().synchronize_all(), errors mapped for Python
+  return true;
+}
+
+void copy_stat(const PoolStat& src, c10::CachingAllocator::Stat& dst) {
+  dst.current = src.current;
+  dst.peak = src.peak;
+  dst.allocated = src.allocated;
+  dst.freed = src.freed;
 }
 
 class OpenRegAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t n) override {
+    check_not_in_bad_fork();
     c10::DeviceIndex dev = current_device();
     if (n == 0) return {nullptr, nullptr, &noop, c10::Device(kDevice, dev)};
-    const size_t block = size_class_bytes(n);
-    void* p = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto& s = stats_[dev];
-      auto it = cache_[dev].find(block);
-      if (it != cache_[dev].end() && !it->second.empty()) {
-        p = it->second.back();
-        it->second.pop_back();
-        cached_bytes_[dev] -= block;
-      }
-      if (p) {
-        s.allocated_bytes[0].increase(n);
-        s.allocation[0].increase(1);
-        return {p, new Block{p, n, block, dev}, &release, c10::Device(kDevice, dev)};
-      }
+    PoolBlock b = pool().allocate(dev, n);
+    if (!b.ptr && drain_queued_work()) {  // memory held by the cache may be what is missing
+      pool().empty_cache();
+      b = pool().allocate(dev, n);
     }
-    p = std::aligned_alloc(kAlignment, block);
-    if (!p) {  // memory held by the cache may be what is missing
-      emptyCache(c10::MempoolId_t{0, 0});
-      p = std::aligned_alloc(kAlignment, block);
-    }
-    TORCH_CHECK_WITH(OutOfMemoryError, p != nullptr, "openreg: out of memory allocating ", n,
-                     " bytes on openreg:", int(dev), " (", memory_allocated(dev),
+    TORCH_CHECK_WITH(OutOfMemoryError, b.ptr != nullptr, "openreg: out of memory allocating ", n,
+                     " bytes on openreg:", int(dev), " (", pool().stats(dev).allocated_bytes.current,
                      " bytes already allocated). Free tensors or use smaller batches");
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto& s = stats_[dev];
-      s.allocated_bytes[0].increase(n);
-      s.reserved_bytes[0].increase(block);
-      s.allocation[0].increase(1);
-      s.segment[0].increase(1);
-      s.num_device_alloc++;
-    }
-    return {p, new Block{p, n, block, dev}, &release, c10::Device(kDevice, dev)};
+    return {b.ptr, new PoolBlock(b), &release, c10::Device(kDevice, dev)};
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
@@ -108,48 +104,30 @@ class OpenRegAllocator final : public c10::DeviceAllocator {
 
   bool initialized() override { return true; }
   void emptyCache(c10::MempoolId_t) override {
-    std::vector<void*> freed;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (c10::DeviceIndex dev = 0; dev < kMaxDevices; ++dev) {
-        auto& s = stats_[dev];
-        for (auto& [block, ptrs] : cache_[dev]) {
-          for (void* p : ptrs) {
-            freed.push_back(p);
-            s.reserved_bytes[0].decrease(block);
-            s.segment[0].decrease(1);
-            s.num_device_free++;
-          }
-        }
-        cache_[dev].clear();
-        cached_bytes_[dev] = 0;
-      }
-    }
-    for (void* p : freed) std::free(p);
+    drain_queued_work();
+    pool().empty_cache();
   }
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
 
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex dev) override {
     check_device_index(dev);
-    std::lock_guard<std::mutex> lock(mutex_);
-    return stats_[dev];
+    PoolStats s = pool().stats(dev);
+    c10::CachingDeviceAllocator::DeviceStats d;
+    copy_stat(s.allocated_bytes, d.allocated_bytes[0]);
+    copy_stat(s.reserved_bytes, d.reserved_bytes[0]);
+    copy_stat(s.allocation, d.allocation[0]);
+    copy_stat(s.segment, d.segment[0]);
+    d.num_device_alloc = s.num_device_alloc;
+    d.num_device_free = s.num_device_free;
+    return d;
   }
   void resetAccumulatedStats(c10::DeviceIndex dev) override {
     check_device_index(dev);
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& s = stats_[dev];
-    for (auto* a : {&s.allocated_bytes, &s.reserved_bytes, &s.allocation, &s.segment}) {
-      for (auto& stat : *a) stat.reset_accumulated();
-    }
-    s.num_device_alloc = s.num_device_free = 0;
+    pool().reset_accumulated(dev);
   }
   void resetPeakStats(c10::DeviceIndex dev) override {
     check_device_index(dev);
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& s = stats_[dev];
-    for (auto* a : {&s.allocated_bytes, &s.reserved_bytes, &s.allocation, &s.segment}) {
-      for (auto& stat : *a) stat.reset_peak();
-    }
+    pool().reset_peak(dev);
   }
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex) override {
     struct sysinfo si;
@@ -157,52 +135,16 @@ class OpenRegAllocator final : public c10::DeviceAllocator {
     return {size_t(si.freeram) * si.mem_unit, size_t(si.totalram) * si.mem_unit};
   }
 
-  int64_t memory_allocated(c10::DeviceIndex dev) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return stats_[dev].allocated_bytes[0].current;
-  }
-
-  // Back to the cache; false when the block is to be freed instead.
-  bool on_free(const Block& b) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& s = stats_[b.device];
-    s.allocated_bytes[0].decrease(b.bytes);
-    s.allocation[0].decrease(1);
-    if (caching_enabled()) {
-      cache_[b.device][b.block].push_back(b.ptr);
-      cached_bytes_[b.device] += b.block;
-      return true;
-    }
-    s.reserved_bytes[0].decrease(b.block);
-    s.segment[0].decrease(1);
-    s.num_device_free++;
-    return false;
-  }
-
  private:
   static void noop(void*) {}
-  static void release(void* ctx);
-
-  std::mutex mutex_;
-  c10::CachingDeviceAllocator::DeviceStats stats_[kMaxDevices];
-  // Free blocks per device: block size -> pointers.
-  std::unordered_map<size_t, std::vector<void*>> cache_[kMaxDevices];
-  size_t cached_bytes_[kMaxDevices] = {};
+  static void release(void* ctx) {
+    auto* b = static_cast<PoolBlock*>(ctx);
+    pool().free(*b);
+    delete b;
+  }
 };
 
 OpenRegAllocator g_allocator;
-
-void OpenRegAllocator::release(void* ctx) {
-  auto* b = static_cast<Block*>(ctx);
-  if (!g_allocator.on_free(*b)) {
-    // Queued work may still use the block (the host frees as soon as Python lets go):
-    // it goes back to the system after that work, in queue order.
-    void* p = b->ptr;
-    if (run_inline() || !is_initialized()) std::free(p);
-    else enqueue_work(b->device, [p] { std::free(p); }, "free (OPENREG_NO_MEMORY_CACHING)");
-  }
-  delete b;
-}
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 
@@ -275,7 +217,13 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   c10::DeviceGuard guard(storage.device());
   c10::DataPtr fresh = g_allocator.allocate(new_bytes);
   size_t common = std::min(old_bytes, new_bytes);
-  if (common && impl->data()) std::memcpy(fresh.get(), impl->data(), common);
+  if (common && impl->data()) {
+    // Queued work may still write the old contents: the copy is queued behind it. The
+    // old block, freed below, is only reused (or given back) by tasks queued after it.
+    void* dst = fresh.get();
+    const void* src = impl->data();
+    enqueue_work(storage.device().index(), [dst, src, common] { std::memcpy(dst, src, common); }, "resize_");
+  }
   impl->set_data_ptr_noswap(std::move(fresh));
   impl->set_nbytes(new_bytes);
 }

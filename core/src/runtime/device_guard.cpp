@@ -37,7 +37,11 @@ struct OpenRegGuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
     return device_capability(index_of(d));
   }
-  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex, const c10::EventFlag flag) const override {
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "openreg: event device index ",
+                int(device_index), " does not match recording stream's device index ", int(stream.device_index()),
+                ": an event belongs to the device it was first recorded on");
     event_record(event, stream, flag);
   }
   // Every stream feeds the one ordered queue (execution_queue.h), so work enqueued

@@ -127,6 +127,7 @@ class ExecutionQueue {
 
   uint64_t push(Task task);  // under mutex_
   uint64_t enqueue_task(Task task);
+  void start_worker();  // under mutex_
   void worker_loop();
   void run_task(Task& task);
   void wait_for(uint64_t seq);
@@ -141,7 +142,8 @@ class ExecutionQueue {
   std::atomic<uint64_t> completed_{0};
   std::atomic<size_t> tasks_size_{0};   // tasks_.size(), read without the lock
   std::atomic<bool> any_failed_{false};  // some device has a pending error
-  std::atomic<int> waiters_{0};
+  static constexpr uint64_t kNobody = UINT64_MAX;
+  std::atomic<uint64_t> wake_at_{kNobody};  // the earliest task a sleeping waiter waits for
   bool worker_sleeping_ = false;
   bool stopping_ = false;
   std::thread worker_;

@@ -28,13 +28,15 @@ bool read_launch_blocking() {
 }
 
 ExecutionQueue& queue() {
-  static ExecutionQueue& q = [] () -> ExecutionQueue& {
-    ExecutionQueue& q = execution_queue();
+  // Not cached in a static reference: a forked child gets a new queue.
+  ExecutionQueue& q = execution_queue();
+  static std::atomic<ExecutionQueue*> prepared{nullptr};
+  if (prepared.load(std::memory_order_acquire) != &q) {
     // The worker runs kernels with ATen's intra-op pool: keep its thread count the one
     // torch.set_num_threads set last (a new thread starts from the default).
     q.set_worker_init([] { at::init_num_threads(); });
-    return q;
-  }();
+    prepared.store(&q, std::memory_order_release);
+  }
   return q;
 }
 

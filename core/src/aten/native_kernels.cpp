@@ -111,6 +111,7 @@ at::Tensor& set_empty(at::Tensor& self) {
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   // self is the source. Either side may be CPU; cpu_alias keeps CPU tensors as they are.
   if (dst.numel() == 0) return dst;
+  check_not_in_bad_fork();
   const bool to_device = dst.device().type() == kDevice;
   const bool from_device = self.device().type() == kDevice;
   const c10::DeviceIndex dev = to_device ? dst.device().index() : self.device().index();
@@ -124,7 +125,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     to.copy_(from);
     return dst;
   }
-  if (!from_device && !(non_blocking && is_pinned_ptr(self.data_ptr()))) from = from.clone();
+  // The task holds fresh aliases of CPU operands, never the caller's tensors: a tensor
+  // whose Python object died is released with the GIL, which the worker must not need.
+  if (!from_device) from = non_blocking && is_pinned_ptr(self.data_ptr()) ? from.alias() : from.clone();
+  if (!to_device) to = to.alias();
   enqueue_work(dev, [to, from]() mutable {
     // The worker has none of the caller's thread-local modes; these are plain CPU
     // aliases, and inference tensors among them may only be written in InferenceMode.

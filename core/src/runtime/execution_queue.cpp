@@ -119,7 +119,10 @@ void ExecutionQueue::worker_loop() {
     std::function<void()> init = worker_init_;
     lock.unlock();
     if (init) init();
-    for (auto& t : batch) run_task(t);
+    for (auto& t : batch) {
+      std::lock_guard<std::timed_mutex> running(task_mutex_);
+      run_task(t);
+    }
     batch.clear();
     lock.lock();
   }
@@ -287,13 +290,32 @@ void ExecutionQueue::forget_worker_after_fork() {
   new std::thread(std::move(worker_));
 }
 
+bool ExecutionQueue::hold_for_fork(int timeout_ms) {
+  return task_mutex_.try_lock_for(std::chrono::milliseconds(timeout_ms));
+}
+
+void ExecutionQueue::resume_after_fork() { task_mutex_.unlock(); }
+
 namespace {
 
 std::atomic<ExecutionQueue*> g_queue{nullptr};
 std::mutex g_queue_mutex;
+bool g_held_for_fork = false;  // only the forking thread touches it
 
 void stop_at_exit() {
   if (ExecutionQueue* q = g_queue.load()) q->stop();
+}
+
+// A task never needs the GIL, which the forking thread may hold, so the wait ends with
+// the running task; the bound is a safety net, not an expected path.
+void hold_before_fork() {
+  ExecutionQueue* q = g_queue.load();
+  g_held_for_fork = q && q->hold_for_fork(5000);
+}
+
+void resume_in_parent() {
+  if (ExecutionQueue* q = g_queue.load(); q && g_held_for_fork) q->resume_after_fork();
+  g_held_for_fork = false;
 }
 
 void forget_after_fork() {
@@ -311,7 +333,7 @@ ExecutionQueue& execution_queue() {
   if (ExecutionQueue* q = g_queue.load()) return *q;
   static const bool registered = [] {
     std::atexit(stop_at_exit);
-    pthread_atfork(nullptr, nullptr, forget_after_fork);
+    pthread_atfork(hold_before_fork, resume_in_parent, forget_after_fork);
     return true;
   }();
   (void)registered;

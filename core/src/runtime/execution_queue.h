@@ -103,6 +103,11 @@ class ExecutionQueue {
   void stop();
   // In a forked child: the worker thread was not copied. Forget it without joining.
   void forget_worker_after_fork();
+  // Around fork(): hold the worker between two tasks, so that the child inherits no lock
+  // it held mid-op (torch's dispatcher table among them). Waits at most `timeout_ms`
+  // for the running task; true if the worker is held (then resume_after_fork()).
+  bool hold_for_fork(int timeout_ms);
+  void resume_after_fork();
 
  private:
   struct Task {
@@ -134,6 +139,7 @@ class ExecutionQueue {
   void throw_error_locked(int device);  // device -1: the first pending
 
   mutable std::mutex mutex_;
+  std::timed_mutex task_mutex_;  // held by the worker while it runs a task
   std::condition_variable work_cv_;  // worker waits for tasks
   std::condition_variable done_cv_;  // callers wait for completion
   std::deque<Task> tasks_;

@@ -139,8 +139,6 @@ c10::DeviceIndex device_count() {
   return n;
 }
 
-
-
 void check_device_index(c10::DeviceIndex index) {
   TORCH_CHECK(index >= 0 && index < device_count(), "openreg: invalid device index ", int(index),
                     ": there are ", int(device_count()), " openreg devices (openreg:0 to openreg:",

@@ -42,9 +42,13 @@ def inputs(*shape):
     )
 
 
-def run_crash(run_python, engine, code, faulthandler=False):
-    env = {"OPENREG_ENGINE": engine, "PYTHONFAULTHANDLER": "1" if faulthandler else None}
-    return run_python(NO_CORE + code + "print('survived', flush=True)\n", env)
+def run_crash(run_python, engine, code, faulthandler=False, launch_blocking=True):
+    """Runs code in a child on the crashing engine. With launch blocking (the default here)
+    the kernel crashes during the Python line that called it, which the tests check;
+    otherwise on the execution queue's worker, at the latest at the synchronize."""
+    env = {"OPENREG_ENGINE": engine, "PYTHONFAULTHANDLER": "1" if faulthandler else None,
+           "OPENREG_LAUNCH_BLOCKING": "1" if launch_blocking else "0"}
+    return run_python(NO_CORE + code + "torch.openreg.synchronize()\nprint('survived', flush=True)\n", env)
 
 
 def crash_lines(proc):
@@ -67,6 +71,18 @@ def test_segfault_in_kernel_names_engine_op_and_inputs(run_python, describe, cra
     proc = run_crash(run_python, crashing_engine, code)
     assert_died_of(proc, signal.SIGSEGV, describe)
     assert "2-D add ok" in proc.stdout, describe(proc)
+    assert crash_lines(proc) == [
+        f"openreg: fatal signal SIGSEGV in engine 'fixture_crashes' ({crashing_engine}) running aten::add.out "
+        "(float32 [2, 3, 4, 5], float32 [2, 3, 4, 5], 2, float32 [2, 3, 4, 5]); fault address 0x0"
+    ], describe(proc)
+
+
+def test_segfault_on_the_queue_worker_names_engine_op_and_inputs(run_python, describe, crashing_engine):
+    # Asynchronous execution: the kernel runs on the execution queue's worker, after
+    # the call returned; the crash line still names the engine, the op and its inputs.
+    code = inputs(2, 3, 4, 5) + "torch.add(a, b, alpha=2, out=out)\n"
+    proc = run_crash(run_python, crashing_engine, code, launch_blocking=False)
+    assert_died_of(proc, signal.SIGSEGV, describe)
     assert crash_lines(proc) == [
         f"openreg: fatal signal SIGSEGV in engine 'fixture_crashes' ({crashing_engine}) running aten::add.out "
         "(float32 [2, 3, 4, 5], float32 [2, 3, 4, 5], 2, float32 [2, 3, 4, 5]); fault address 0x0"

@@ -34,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from machine import cpu_description, describe  # noqa: E402
+from options import step_counts, thread_counts  # noqa: E402
 
 MODELS = ("GPT-2", "digits CNN")
 SIDES = ("async", "blocking", "cpu")  # blocking runs in the second process, the others in the first
@@ -198,17 +199,8 @@ def parse_args(argv=None):
     unknown = [m for m in args.models if m not in model_zoo.MODELS]
     if not args.models or unknown:
         p.error(f"unknown model(s): {', '.join(unknown)} (known: {', '.join(model_zoo.MODELS)})")
-    try:
-        args.threads = [int(t) for t in args.threads.split(",")]
-    except ValueError:
-        p.error(f"--threads: expected comma-separated integers, got {args.threads!r}")
-    if not args.threads or min(args.threads) < 1:
-        p.error("--threads: every count must be >= 1")
-    args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 7)
-    args.steps = args.steps if args.steps is not None else (1 if args.quick else 5)
-    args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
-    if args.rounds < 1 or args.steps < 1 or args.warmup < 0:
-        p.error("--rounds and --steps must be >= 1, --warmup >= 0")
+    args.threads = thread_counts(p, args.threads)
+    step_counts(p, args, rounds=(1, 7), steps=(1, 5), warmup=(1, 3))
     return args
 
 

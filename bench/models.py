@@ -34,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from machine import cpu_description, describe  # noqa: E402
+from options import step_counts, thread_counts  # noqa: E402
 
 IN_TREE_ENGINES = ("onednn", "eigen", "aten_ref")
 # The default chain following this machine's tuned routing table (python -m openreg tune).
@@ -301,17 +302,8 @@ def parse_args(argv=None):
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not args.modes or any(m not in MODES for m in args.modes):
         p.error(f"--modes: expected some of {', '.join(MODES)}")
-    try:
-        args.threads = [int(t) for t in args.threads.split(",")]
-    except ValueError:
-        p.error(f"--threads: expected comma-separated integers, got {args.threads!r}")
-    if not args.threads or min(args.threads) < 1:
-        p.error("--threads: every count must be >= 1")
-    args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 5)
-    args.steps = args.steps if args.steps is not None else (1 if args.quick else 3)
-    args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
-    if args.rounds < 1 or args.steps < 1 or args.warmup < 0:
-        p.error("--rounds and --steps must be >= 1, --warmup >= 0")
+    args.threads = thread_counts(p, args.threads)
+    step_counts(p, args, rounds=(1, 5), steps=(1, 3), warmup=(1, 3))
     return args
 
 

@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from machine import cpu_description, describe
+from options import thread_counts
 
 IN_TREE_ENGINES = ("onednn", "eigen", "aten_ref")
 
@@ -395,12 +396,7 @@ def parse_args(argv=None):
     p.add_argument("--check", action="store_true", help="exit 1 if one of issue 11's targets is missed")
     p.add_argument("--child", default=None, metavar="PATH", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    try:
-        args.threads = [int(t) for t in args.threads.split(",")]
-    except ValueError:
-        p.error(f"--threads: expected comma-separated integers, got {args.threads!r}")
-    if not args.threads or min(args.threads) < 1:
-        p.error("--threads: every count must be >= 1")
+    args.threads = thread_counts(p, args.threads)
     args.rounds = args.rounds if args.rounds is not None else (2 if args.quick else 7)
     args.round_ms = args.round_ms if args.round_ms is not None else (2.0 if args.quick else 30.0)
     args.warmup = args.warmup if args.warmup is not None else (5 if args.quick else 50)

@@ -3,33 +3,11 @@ wait across streams, elapsed_time, the enable_timing flag and the refused
 interprocess flag. Values are checked against the same computation on CPU; times
 only coarsely."""
 
-import os
 import time
 
 import pytest
 import torch
-
-SIZE, STEPS = 768, 6  # long enough to still be queued when the test looks
-
-
-def _launch_blocking():
-    value = os.environ.get("OPENREG_LAUNCH_BLOCKING", "")
-    return value not in ("", "0")
-
-
-def _slow(x, steps=STEPS):
-    """``steps`` dependent matmuls: x <- tanh(x @ w). w's norm is below 1, so the
-    iteration contracts and rounding differences between engines do not grow."""
-    g = torch.Generator().manual_seed(99)
-    w = (torch.randn(SIZE, SIZE, generator=g) * (0.4 / SIZE**0.5)).to(x.device)
-    for _ in range(steps):
-        x = torch.tanh(x @ w)
-    return x
-
-
-def _input(seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(SIZE, SIZE, generator=g)
+from queued_work import SIZE, STEPS, launch_blocking as _launch_blocking, slow as _slow, make_input as _input  # noqa: F401
 
 
 def test_event_is_a_torch_event(openreg):

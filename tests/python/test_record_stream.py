@@ -8,24 +8,9 @@ import gc
 
 import pytest
 import torch
+from queued_work import SIZE, STEPS, slow as _slow, make_input as _input  # noqa: F401
 
-SIZE, STEPS = 768, 6  # long enough to still be queued when the test looks
 NBYTES = SIZE * SIZE * 4  # one float32 SIZE x SIZE block
-
-
-
-def _slow(x, steps=STEPS):
-    """``steps`` dependent matmuls: x <- tanh(x @ w), a contraction (w's norm < 1)."""
-    g = torch.Generator().manual_seed(99)
-    w = (torch.randn(SIZE, SIZE, generator=g) * (0.4 / SIZE**0.5)).to(x.device)
-    for _ in range(steps):
-        x = torch.tanh(x @ w)
-    return x
-
-
-def _input(seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(SIZE, SIZE, generator=g)
 
 
 @pytest.fixture

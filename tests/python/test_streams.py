@@ -3,38 +3,13 @@ stream per thread and per device, the stream context, ordering between streams
 (wait_stream, wait_event) and query/synchronize of queued work. Results are checked
 against the same computation on CPU."""
 
-import os
 import threading
 
 import pytest
 import torch
+from queued_work import SIZE, STEPS, launch_blocking as _launch_blocking, slow as _slow, make_input as _input  # noqa: F401
 
 DEVICES = [0, 1]
-
-# Long enough that the work is still queued when the test looks right after enqueuing it
-# (a 768x768 matmul takes milliseconds; the look takes microseconds).
-SIZE, STEPS = 768, 6
-
-
-def _launch_blocking():
-    """OPENREG_LAUNCH_BLOCKING=1 runs each op at its call: nothing is ever queued."""
-    value = os.environ.get("OPENREG_LAUNCH_BLOCKING", "")
-    return value not in ("", "0")
-
-
-def _slow(x, steps=STEPS):
-    """``steps`` dependent matmuls: x <- tanh(x @ w). w's norm is below 1, so the
-    iteration contracts and rounding differences between engines do not grow."""
-    g = torch.Generator().manual_seed(99)
-    w = (torch.randn(SIZE, SIZE, generator=g) * (0.4 / SIZE**0.5)).to(x.device)
-    for _ in range(steps):
-        x = torch.tanh(x @ w)
-    return x
-
-
-def _input(seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(SIZE, SIZE, generator=g)
 
 
 # ---------------------------------------------------------------- creation

@@ -8,31 +8,10 @@ Each test queues slow work first, so that the sync point has something to wait f
 "the stream is idle afterwards" shows the host waited, the CPU reference shows the
 value read is the finished one."""
 
-import os
 
 import pytest
 import torch
-
-SIZE, STEPS = 768, 6  # long enough to still be queued when the test looks
-
-
-def _launch_blocking():
-    value = os.environ.get("OPENREG_LAUNCH_BLOCKING", "")
-    return value not in ("", "0")
-
-
-def _slow(x, steps=STEPS):
-    """``steps`` dependent matmuls: x <- tanh(x @ w), a contraction (w's norm < 1)."""
-    g = torch.Generator().manual_seed(99)
-    w = (torch.randn(SIZE, SIZE, generator=g) * (0.4 / SIZE**0.5)).to(x.device)
-    for _ in range(steps):
-        x = torch.tanh(x @ w)
-    return x
-
-
-def _input(seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(SIZE, SIZE, generator=g)
+from queued_work import SIZE, STEPS, launch_blocking as _launch_blocking, slow as _slow, make_input as _input  # noqa: F401
 
 
 @pytest.fixture

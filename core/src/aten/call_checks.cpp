@@ -65,10 +65,11 @@ bool listed(const std::string& name, const char* const (&list)[N]) {
 bool is_tensor(const c10::TypePtr& t) { return t->kind() == c10::TypeKind::TensorType; }
 
 bool is_scalar_type(const c10::TypePtr& t) {
-  if (t->kind() == c10::TypeKind::OptionalType) return is_scalar_type(t->castRaw<c10::OptionalType>()->getElementType());
+  if (t->kind() == c10::TypeKind::OptionalType) {
+    return is_scalar_type(t->castRaw<c10::OptionalType>()->getElementType());
+  }
   return t->kind() == c10::TypeKind::ScalarTypeType;
 }
-
 
 bool is_optional_tensor(const c10::TypePtr& t) {
   return t->kind() == c10::TypeKind::OptionalType &&
@@ -183,8 +184,9 @@ void check_devices(const DeviceRule& rule, const std::string& op_name, c10::Arra
 void refuse_quantized(const std::string& op_name, std::optional<c10::ScalarType> dtype) {
   TORCH_CHECK_NOT_IMPLEMENTED(
       false, "openreg: quantized tensors are not supported on the openreg device (", op_name,
-      dtype ? std::string(" with dtype ") + c10::toString(*dtype) : std::string(), "). Quantize on the CPU instead: torch.quantize_per_tensor(x.cpu(), ...) and keep the quantized ",
-      "tensor and its quantized ops there; q.dequantize().to(\"openreg\") brings its values back as floats.");
+      dtype ? std::string(" with dtype ") + c10::toString(*dtype) : std::string(),
+      "). Quantize on the CPU instead: torch.quantize_per_tensor(x.cpu(), ...) and keep the quantized tensor ",
+      "and its quantized ops there; q.dequantize().to(\"openreg\") brings its values back as floats.");
 }
 
 void check_written_overlap(const DeviceRule& rule, c10::ArrayRef<c10::IValue> args,
@@ -221,7 +223,8 @@ namespace {
 // q_cpu.to("openreg"), copy_ from a quantized CPU tensor): none is served.
 void refuse_quantized_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const DeviceRule rule = device_rule_for(op.schema());
-  refuse_quantized(op.schema().name(), quantized_dtype(rule, torch::jit::last(*stack, op.schema().arguments().size())));
+  const auto args = torch::jit::last(*stack, op.schema().arguments().size());
+  refuse_quantized(op.schema().name(), quantized_dtype(rule, args));
 }
 
 }  // namespace

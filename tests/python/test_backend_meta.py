@@ -5,6 +5,7 @@ torch._C._get_tensor_metadata(t), the same map torch.save stores with a tensor.
 The expected tags are the ones each test sets; values are checked against CPU.
 """
 
+import copy
 import io
 
 import pytest
@@ -63,8 +64,9 @@ def test_pytorch_metadata_keys_still_work(device):
         lambda t: t.detach(),
         lambda t: t.data,
         lambda t: torch.nn.Parameter(t),
+        lambda t: copy.deepcopy(torch.nn.Parameter(t)),
     ],
-    ids=["clone", "to_other_device", "copy_", "copy_across_devices", "detach", "data", "Parameter"],
+    ids=["clone", "to_other_device", "copy_", "copy_across_devices", "detach", "data", "Parameter", "deepcopy_Parameter"],
 )
 def test_copies_carry_the_tags(device, copy):
     t, cpu = tagged(device, 4, 5)

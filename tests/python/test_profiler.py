@@ -14,6 +14,7 @@ import json
 import sys
 
 import pytest
+import torch
 
 from conftest import _run, describe_process
 
@@ -182,3 +183,23 @@ def test_device_time_is_where_the_kernels_ran(profiles, blocking):
         device_us = rows["aten::mm"]["device"]
         assert rows["aten::mm"]["self_cpu"] < kernel_us  # the caller only enqueued it
     assert 0.9 * kernel_us <= device_us <= p["wall_us"], (kernel_us, device_us, p["wall_us"])
+
+
+def test_a_profile_that_stops_with_work_still_queued(openreg, device):
+    # torch.profiler with the CPU activity only does not synchronise the device when it
+    # stops: kernels still queued then run after the profile, and are left out of it
+    # (rather than recorded into a profile being collected). Those that ran are in.
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.randn(256, 256, device=device)
+    for _ in range(2):
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            y = x
+            for i in range(40):
+                y = torch.mm(y, x) * (1 / 16)
+                if i == 19:
+                    torch.openreg.synchronize()
+        kernels = [e for e in prof.events() if e.name.startswith("openreg::")]
+        assert 40 <= len(kernels) <= 80, len(kernels)
+        assert all(e.cpu_time_total > 0 for e in kernels)
+    torch.openreg.synchronize()  # the late kernels ran, with no profiler to record into

@@ -32,7 +32,9 @@ std::string_view interned_name(std::string_view engine, std::string_view op) {
 
 WorkerScope::WorkerScope(const Capture* capture) {
   if (!capture) return;
-  debug_info_.emplace(capture->debug_info);
+  std::shared_ptr<c10::ThreadLocalDebugInfo> info = capture->debug_info.lock();
+  if (!info) return;
+  debug_info_.emplace(std::move(info));
   saved_callbacks_.emplace(at::get_record_function_tls_());
   at::set_record_function_tls_(capture->callbacks);
 }

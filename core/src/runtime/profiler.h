@@ -24,9 +24,11 @@ inline bool active() {
 }
 
 // What the worker needs to record into the caller's profile: the profiler's state and
-// its thread-local callbacks.
+// its thread-local callbacks. The state is held weakly: a task that runs after the
+// caller's profiler stopped (and released it) records nothing, rather than into a
+// profile being collected.
 struct Capture {
-  std::shared_ptr<c10::ThreadLocalDebugInfo> debug_info;
+  std::weak_ptr<c10::ThreadLocalDebugInfo> debug_info;
   at::RecordFunctionTLS callbacks;
 };
 
@@ -37,7 +39,7 @@ inline std::unique_ptr<Capture> capture() {
 }
 
 // On the worker, for one task: records into the profile `capture` came from (nothing
-// when null), and restores the worker's own state after.
+// when null or when that profiler has stopped), and restores the worker's state after.
 class WorkerScope {
  public:
   explicit WorkerScope(const Capture* capture);

@@ -43,7 +43,7 @@ mem_before = torch.openreg.memory_allocated()
 t0 = time.perf_counter()
 with ctx as prof:
     step().item()
-    torch.openreg.synchronize()
+    torch.openreg.synchronize()  # the CPU activity alone would not wait for the kernels
 wall_us = (time.perf_counter() - t0) * 1e6
 mem_after = torch.openreg.memory_allocated()
 stats_after = openreg.stats()

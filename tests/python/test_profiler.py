@@ -11,6 +11,7 @@ allocator's statistics for the memory events, the wall clock for the times.
 """
 
 import json
+import os
 import sys
 
 import pytest
@@ -203,3 +204,24 @@ def test_a_profile_that_stops_with_work_still_queued(openreg, device):
         assert 40 <= len(kernels) <= 80, len(kernels)
         assert all(e.cpu_time_total > 0 for e in kernels)
     torch.openreg.synchronize()  # the late kernels ran, with no profiler to record into
+
+
+def test_queued_copies_are_events_of_the_host(openreg, device):
+    # Copies into the device are queued work without an engine: "openreg::host::copy_",
+    # timed on the worker. With launch blocking they run inside the caller's aten::copy_.
+    from torch.profiler import ProfilerActivity, profile
+
+    src = torch.randn(512, 512)
+    dst = torch.empty(512, 512, device=device)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            dst.copy_(src)
+        torch.openreg.synchronize()
+    copies = [e for e in prof.events() if e.name == "openreg::host::copy_"]
+    if os.environ.get("OPENREG_LAUNCH_BLOCKING", "0") not in ("", "0"):
+        assert copies == []
+    else:
+        assert len(copies) == 3 and all(e.cpu_time_total > 0 for e in copies)
+        caller = {e.thread for e in prof.events() if e.name == "aten::copy_" and e.cpu_parent is None}
+        assert not caller & {e.thread for e in copies}
+    torch.testing.assert_close(dst.cpu(), src)

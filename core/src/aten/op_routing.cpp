@@ -202,8 +202,10 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   lazy_init();
 
   // Ops with a per-tensor decomposition (_foreach_*) take it unless an engine ahead
-  // of the reference engine serves them: its small ops then route one by one.
-  const bool composite = has_composite_route(plan.name) && wants_composite_route(op);
+  // of the reference engine serves them: its small ops then route one by one. On a
+  // chain of reference engines alone the whole op is one call instead.
+  const bool composite =
+      has_composite_route(plan.name) && wants_composite_route(op) && chain_has_kernels_of_its_own();
   if (composite && plan.reference_only) return run_composite(op, stack);
   if (plan.reference_only) return run_reference_only(plan, op, stack, device);
 

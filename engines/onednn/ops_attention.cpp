@@ -1,9 +1,13 @@
 // The overrideable fused attention ops (aten::_scaled_dot_product_fused_attention_overrideable
 // and its _backward), float32, as one engine call each.
 //
-// oneDNN 2.6 has no attention primitive, so each (batch, head) is a few GEMMs
-// through dnnl_sgemm and a softmax of our own, a block of query rows at a time so
-// the scores stay in cache (kRows x S floats). The contract (scale, causal,
+// oneDNN 2.6 has no attention primitive. When the scores of every head fit in
+// kMaxScores floats and key and value have the query's heads, each product is one
+// batched 4-d matmul primitive over all heads (strided operands, transposes as
+// strides), with the mask, softmax and score gradients in the engine's loops
+// between them. Otherwise (long sequences, grouped heads) each (batch, head) is a
+// few GEMMs through dnnl_sgemm, a block of query rows at a time so the scores stay
+// in cache (kRows x S floats). The contract (scale, causal,
 // masks, grouped heads, the logsumexp the backward starts from) is the reference
 // engine's: engines/aten_ref/attention_cpu.cpp. Declined, for the next engine:
 // dropout_p > 0, other dtypes, operands whose last dim is not unit-stride.
@@ -33,9 +37,16 @@ struct Mat {
   float* mut(int64_t b, int64_t h) const { return const_cast<float*>(at(b, h)); }
 };
 
-Mat mat_of(const sdk::Call& call, const sdk::Tensor& t, const char* what) {
+// An input with a zero stride (the gradient of x.sum() is expanded) is read from
+// a dense copy in `buf`'s scratch.
+Mat mat_of(const sdk::Call& call, const sdk::Tensor& t, const char* what, Buffers* buf = nullptr) {
   OPENREG_SDK_REQUIRE(is_f32(t.dtype()), call.op_name(), ": ", what, " is ", t.describe(), ", only float32 is served");
   OPENREG_SDK_REQUIRE(t.dim() == 3 || t.dim() == 4, call.op_name(), ": ", what, " must be 3-d or 4-d");
+  if (buf && has_zero_stride(t)) {
+    const View v = view_of(*buf, t);
+    const int64_t rows = t.size(-2), cols = t.size(-1);
+    return Mat{static_cast<const float*>(v.p), t.size(-3) * rows * cols, rows * cols, std::max<int64_t>(cols, 1)};
+  }
   OPENREG_SDK_REQUIRE((t.stride(-1) == 1 || t.size(-1) == 1) && t.stride(-2) >= t.size(-1), call.op_name(), ": ",
                       what, " ", t.describe(), " has no unit-stride rows (left to the next engine)");
   Mat m;
@@ -82,14 +93,14 @@ struct Problem {
   std::optional<Bias> mask;
 };
 
-Problem problem_of(const sdk::Call& call, int qi, int bias_i, int dropout_i, int causal_i, int scale_i) {
+Problem problem_of(const sdk::Call& call, int qi, int bias_i, int dropout_i, int causal_i, int scale_i, Buffers* buf) {
   const sdk::Tensor q = call.tensor(qi), k = call.tensor(qi + 1), v = call.tensor(qi + 2);
   OPENREG_SDK_REQUIRE(call.double_arg(dropout_i) == 0.0, call.op_name(),
                       ": dropout_p > 0 is not served (left to the next engine)");
   Problem p{};
-  p.q = mat_of(call, q, "query");
-  p.k = mat_of(call, k, "key");
-  p.v = mat_of(call, v, "value");
+  p.q = mat_of(call, q, "query", buf);
+  p.k = mat_of(call, k, "key", buf);
+  p.v = mat_of(call, v, "value", buf);
   const bool four = q.dim() == 4;
   OPENREG_SDK_CHECK(k.dim() == q.dim() && v.dim() == q.dim(), call.op_name(), ": query, key and value must have the "
                     "same number of dims, got ", q.describe(), ", ", k.describe(), ", ", v.describe());
@@ -151,6 +162,63 @@ void mask_scores(const Problem& p, int64_t b, int64_t h, int64_t r0, int64_t m, 
   }
 }
 
+// Reductions in 16 lanes (a strict left-to-right float sum does not vectorise).
+constexpr int kLanes = 16;
+float row_max(const float* x, int64_t n) {
+  float acc[kLanes];
+  for (float& a : acc) a = kNegInf;
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] = std::max(acc[l], x[j + l]);
+  float m = kNegInf;
+  for (float a : acc) m = std::max(m, a);
+  for (; j < n; ++j) m = std::max(m, x[j]);
+  return m;
+}
+// x[j] = exp(x[j] - shift); returns the sum.
+float exp_shift_sum(float* x, int64_t n, float shift) {
+  float acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      x[j + l] = vmath::exp(x[j + l] - shift);
+      acc[l] += x[j + l];
+    }
+  float s = 0.0f;
+  for (float a : acc) s += a;
+  for (; j < n; ++j) {
+    x[j] = vmath::exp(x[j] - shift);
+    s += x[j];
+  }
+  return s;
+}
+float dot(const float* a, const float* b, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[j + l] * b[j + l];
+  float s = 0.0f;
+  for (float a_ : acc) s += a_;
+  for (; j < n; ++j) s += a[j] * b[j];
+  return s;
+}
+void scale_row(float* x, int64_t n, float f) {
+  for (int64_t j = 0; j < n; ++j) x[j] *= f;
+}
+
+// Softmax of one masked score row in place; returns its logsumexp. A row with
+// every key masked gives, as the reference, logsumexp -inf and NaN weights.
+float softmax_row(float* row, int64_t n) {
+  const float mx = row_max(row, n);
+  if (mx == kNegInf) {
+    for (int64_t j = 0; j < n; ++j) row[j] = std::numeric_limits<float>::quiet_NaN();
+    return kNegInf;
+  }
+  const float sum = exp_shift_sum(row, n, mx);
+  scale_row(row, n, 1.0f / sum);
+  return mx + std::log(sum);
+}
+
 std::vector<float>& scratch(size_t which, size_t n) {
   thread_local std::vector<float> buf[2];
   if (buf[which].size() < n) buf[which].resize(n);
@@ -163,8 +231,84 @@ Threads threads_of(const Problem& p, double passes) {
                              kFlopGrain));
 }
 
+// ---- the batched path: one matmul primitive per product over every head
+
+constexpr int64_t kMaxScores = int64_t(1) << 22;  // 16 MB of float32 scores
+
+// A [B, H, rows, cols] float32 operand: pointer and element strides.
+struct Operand {
+  const float* p;
+  memory::dims dims, strides;
+  Operand t() const {  // the transpose of the last two dims: strides swapped
+    return {p, {dims[0], dims[1], dims[3], dims[2]}, {strides[0], strides[1], strides[3], strides[2]}};
+  }
+};
+Operand operand(const Mat& m, int64_t B, int64_t H, int64_t rows, int64_t cols) {
+  return {m.p, {B, H, rows, cols}, {B == 1 ? H * m.sh : m.sb, m.sh, m.ld, 1}};
+}
+Operand dense(const float* p, int64_t B, int64_t H, int64_t rows, int64_t cols) {
+  return {p, {B, H, rows, cols}, {H * rows * cols, rows * cols, cols, 1}};
+}
+
+memory::desc md(const Operand& o) {
+  memory::dims st = o.strides;
+  for (size_t i = 0; i < st.size(); ++i)
+    if (o.dims[i] == 1 || st[i] == 0) st[i] = std::max<memory::dim>(st[i], 1);
+  return memory::desc(o.dims, dt::f32, st);
+}
+
+struct MatmulEntry {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+};
+
+// dst = alpha * a @ b, one primitive over every (batch, head).
+void matmul(const Operand& a, const Operand& b, const Operand& dst, float alpha) {
+  Key k("attention_matmul");
+  k.add(a.dims).add(a.strides).add(b.dims).add(b.strides).add(dst.dims).add(dst.strides).add(static_cast<double>(alpha));
+  auto e = cached<MatmulEntry>(k, [&] {
+    MatmulEntry m;
+    dnnl::primitive_attr attr = base_attr();
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    m.pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(md(a), md(b), md(dst)), attr, cpu());
+    m.prim = dnnl::matmul(m.pd);
+    return m;
+  });
+  execute(e->prim, e->pd,
+          Args{{DNNL_ARG_SRC, make_mem(md(a), const_cast<float*>(a.p))},
+               {DNNL_ARG_WEIGHTS, make_mem(md(b), const_cast<float*>(b.p))},
+               {DNNL_ARG_DST, make_mem(md(dst), const_cast<float*>(dst.p))}});
+}
+
+bool batched_path(const Problem& p) { return p.H == p.Hk && p.B * p.H * p.L * p.S <= kMaxScores; }
+
+// Row r of head (b, h) of a dense [B, H, L, S] buffer.
+float* row_of(float* buf, const Problem& p, int64_t row) { return buf + row * p.S; }
+
+// Softmax of every score row in place, writing the logsumexp; rows in parallel.
+void softmax_rows(const Problem& p, float* s, float* lse_p, const int64_t (&ls)[3]) {
+  host().parallel_for(0, p.B * p.H * p.L, std::max<int64_t>(1, 16384 / std::max<int64_t>(p.S, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t b = r / (p.H * p.L), h = r / p.L % p.H, i = r % p.L;
+      float* row = row_of(s, p, r);
+      mask_scores(p, b, h, i, 1, p.S, row, p.S);
+      lse_p[b * ls[0] + h * ls[1] + i * ls[2]] = softmax_row(row, p.S);
+    }
+  });
+}
+
+void forward_batched(const Problem& p, const Mat& o, float* lse_p, const int64_t (&ls)[3]) {
+  Buffers buf;
+  float* s = buf.floats(p.B * p.H * p.L * p.S);
+  const Operand scores = dense(s, p.B, p.H, p.L, p.S);
+  matmul(operand(p.q, p.B, p.H, p.L, p.E), operand(p.k, p.B, p.H, p.S, p.E).t(), scores, p.scale);
+  softmax_rows(p, s, lse_p, ls);
+  matmul(scores, operand(p.v, p.B, p.H, p.S, p.Ev), operand(o, p.B, p.H, p.L, p.Ev), 1.0f);
+}
+
 void fused_attention(const sdk::Call& call) {
-  const Problem p = problem_of(call, 0, 3, 4, 5, 7);
+  Buffers copies;
+  const Problem p = problem_of(call, 0, 3, 4, 5, 7, &copies);
   const sdk::Tensor out = call.output(0), lse = call.output(1);
   const Mat o = mat_of(call, out, "output");
   OPENREG_SDK_REQUIRE(is_f32(lse.dtype()) && lse.dim() == 3, call.op_name(), ": logsumexp ", lse.describe(),
@@ -176,6 +320,7 @@ void fused_attention(const sdk::Call& call) {
   float* lse_p = lse.data<float>();
   const int64_t ls0 = lse.stride(0), ls1 = lse.stride(1), ls2 = lse.stride(2);
   Threads threads(threads_of(p, 1.0));
+  if (batched_path(p)) return forward_batched(p, o, lse_p, {ls0, ls1, ls2});
   host().parallel_for(0, p.B * p.H * blocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t blk = t % blocks, bh = t / blocks, b = bh / p.H, h = bh % p.H, hk = h / group;
@@ -184,25 +329,7 @@ void fused_attention(const sdk::Call& call) {
       float* s = sbuf.data();
       gemm('N', 'T', m, n, p.E, p.scale, p.q.at(b, h) + r0 * p.q.ld, p.q.ld, p.k.at(b, hk), p.k.ld, 0.0f, s, n);
       mask_scores(p, b, h, r0, m, n, s, n);
-      for (int64_t i = 0; i < m; ++i) {
-        float* row = s + i * n;
-        float mx = kNegInf;
-        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
-        float* l = lse_p + b * ls0 + h * ls1 + (r0 + i) * ls2;
-        if (mx == kNegInf) {  // every key masked: as the reference, lse -inf and NaN weights
-          *l = kNegInf;
-          for (int64_t j = 0; j < n; ++j) row[j] = std::numeric_limits<float>::quiet_NaN();
-          continue;
-        }
-        float sum = 0.0f;
-        for (int64_t j = 0; j < n; ++j) {
-          row[j] = vmath::exp(row[j] - mx);
-          sum += row[j];
-        }
-        *l = mx + std::log(sum);
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j < n; ++j) row[j] *= inv;
-      }
+      for (int64_t i = 0; i < m; ++i) lse_p[b * ls0 + h * ls1 + (r0 + i) * ls2] = softmax_row(s + i * n, n);
       gemm('N', 'N', m, p.Ev, n, 1.0f, s, n, p.v.at(b, hk), p.v.ld, 0.0f, o.mut(b, h) + r0 * o.ld, o.ld);
     }
   });
@@ -224,10 +351,53 @@ void zero_rows(const Mat& t, int64_t b, int64_t h, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) std::memset(t.mut(b, h) + r * t.ld, 0, static_cast<size_t>(cols) * sizeof(float));
 }
 
+void backward_batched(const Problem& p, const Mat& go, const float* lse_p, const int64_t (&ls)[3], const Mat& dq,
+                      const Mat& dk, const Mat& dv, const std::optional<Bias>& dbias) {
+  Buffers buf;
+  const int64_t rows = p.B * p.H * p.L;
+  float* s = buf.floats(rows * p.S);
+  float* dp = buf.floats(rows * p.S);
+  const Operand P = dense(s, p.B, p.H, p.L, p.S), dS = dense(dp, p.B, p.H, p.L, p.S);
+  const Operand q = operand(p.q, p.B, p.H, p.L, p.E), k = operand(p.k, p.B, p.H, p.S, p.E),
+                v = operand(p.v, p.B, p.H, p.S, p.Ev), g = operand(go, p.B, p.H, p.L, p.Ev);
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.S, 1));
+  // P = exp(scale q.k + mask - lse)
+  matmul(q, k.t(), P, p.scale);
+  host().parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t b = r / (p.H * p.L), h = r / p.L % p.H, i = r % p.L;
+      float* row = row_of(s, p, r);
+      mask_scores(p, b, h, i, 1, p.S, row, p.S);
+      const float l = lse_p[b * ls[0] + h * ls[1] + i * ls[2]];
+      for (int64_t j = 0; j < p.S; ++j) row[j] = vmath::exp(row[j] - l);
+    }
+  });
+  // dV = P^T dO;  dP = dO V^T;  dS = P * (dP - rowsum(P * dP))
+  matmul(P.t(), g, operand(dv, p.B, p.H, p.S, p.Ev), 1.0f);
+  matmul(g, v.t(), dS, 1.0f);
+  host().parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const float* pr = row_of(s, p, r);
+      float* dr = row_of(dp, p, r);
+      const float d = dot(pr, dr, p.S);
+      for (int64_t j = 0; j < p.S; ++j) dr[j] = pr[j] * (dr[j] - d);
+    }
+  });
+  if (dbias) {  // rare (a mask that needs a gradient): one thread, rows in order
+    std::mutex unused;
+    for (int64_t r = 0; r < rows; ++r)
+      add_bias_grad(*dbias, r / (p.H * p.L), r / p.L % p.H, r % p.L, 1, p.S, row_of(dp, p, r), &unused);
+  }
+  // dQ = scale dS K;  dK = scale dS^T Q
+  matmul(dS, k, operand(dq, p.B, p.H, p.L, p.E), p.scale);
+  matmul(dS.t(), q, operand(dk, p.B, p.H, p.S, p.E), p.scale);
+}
+
 void fused_attention_backward(const sdk::Call& call) {
-  const Problem p = problem_of(call, 1, 4, 12, 13, 16);
+  Buffers copies;
+  const Problem p = problem_of(call, 1, 4, 12, 13, 16, &copies);
   const sdk::Tensor go_t = call.tensor(0), lse = call.tensor(7);
-  const Mat go = mat_of(call, go_t, "grad_out");
+  const Mat go = mat_of(call, go_t, "grad_out", &copies);
   OPENREG_SDK_REQUIRE(is_f32(lse.dtype()) && lse.dim() == 3, call.op_name(), ": logsumexp ", lse.describe(),
                       " must be float32 [B, H, L]");
   const Mat dq = mat_of(call, call.output(0), "grad_query"), dk = mat_of(call, call.output(1), "grad_key"),
@@ -246,6 +416,7 @@ void fused_attention_backward(const sdk::Call& call) {
   const int64_t ls0 = lse.stride(0), ls1 = lse.stride(1), ls2 = lse.stride(2), group = p.H / p.Hk;
   std::mutex bias_lock;
   Threads threads(threads_of(p, 2.5));
+  if (batched_path(p)) return backward_batched(p, go, lse_p, {ls0, ls1, ls2}, dq, dk, dv, dbias);
   // One task per (batch, key head): it owns that head's grad_key and grad_value.
   host().parallel_for(0, p.B * p.Hk, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
@@ -274,8 +445,7 @@ void fused_attention_backward(const sdk::Call& call) {
           for (int64_t i = 0; i < m; ++i) {
             const float* pr = s + i * n;
             float* dr = dp + i * n;
-            float d = 0.0f;
-            for (int64_t j = 0; j < n; ++j) d += pr[j] * dr[j];
+            const float d = dot(pr, dr, n);
             for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - d);
           }
           if (dbias) add_bias_grad(*dbias, b, h, r0, m, n, dp, &bias_lock);

@@ -162,9 +162,13 @@ void mask_scores(const Problem& p, int64_t b, int64_t h, int64_t r0, int64_t m, 
   }
 }
 
-// Reductions in 16 lanes (a strict left-to-right float sum does not vectorise).
+// ---- row kernels. The library is built for baseline x86-64 (SSE2); these are also
+// compiled for AVX2 and AVX-512 and picked by the ISA oneDNN reports, as
+// loops.hpp's dense loops are. Reductions keep 16 lanes (a strict left-to-right
+// float sum does not vectorise).
+#define OPENREG_ALWAYS_INLINE __attribute__((always_inline)) inline
 constexpr int kLanes = 16;
-float row_max(const float* x, int64_t n) {
+OPENREG_ALWAYS_INLINE float row_max(const float* x, int64_t n) {
   float acc[kLanes];
   for (float& a : acc) a = kNegInf;
   int64_t j = 0;
@@ -176,7 +180,7 @@ float row_max(const float* x, int64_t n) {
   return m;
 }
 // x[j] = exp(x[j] - shift); returns the sum.
-float exp_shift_sum(float* x, int64_t n, float shift) {
+OPENREG_ALWAYS_INLINE float exp_shift_sum(float* x, int64_t n, float shift) {
   float acc[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
@@ -192,7 +196,7 @@ float exp_shift_sum(float* x, int64_t n, float shift) {
   }
   return s;
 }
-float dot(const float* a, const float* b, int64_t n) {
+OPENREG_ALWAYS_INLINE float dot(const float* a, const float* b, int64_t n) {
   float acc[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
@@ -202,21 +206,54 @@ float dot(const float* a, const float* b, int64_t n) {
   for (; j < n; ++j) s += a[j] * b[j];
   return s;
 }
-void scale_row(float* x, int64_t n, float f) {
-  for (int64_t j = 0; j < n; ++j) x[j] *= f;
-}
 
-// Softmax of one masked score row in place; returns its logsumexp. A row with
-// every key masked gives, as the reference, logsumexp -inf and NaN weights.
-float softmax_row(float* row, int64_t n) {
-  const float mx = row_max(row, n);
-  if (mx == kNegInf) {
-    for (int64_t j = 0; j < n; ++j) row[j] = std::numeric_limits<float>::quiet_NaN();
-    return kNegInf;
+// Per ISA: softmax of one masked score row in place, returning its logsumexp (a
+// row with every key masked gives, as the reference, -inf and NaN weights);
+// probabilities from a logsumexp; the score gradient p * (dp - rowsum(p * dp)).
+#define OPENREG_ATTENTION_ROWS(SUFFIX, ATTR)                                     \
+  ATTR float softmax_row_##SUFFIX(float* row, int64_t n) {                       \
+    const float mx = row_max(row, n);                                            \
+    if (mx == kNegInf) {                                                         \
+      for (int64_t j = 0; j < n; ++j) row[j] = std::numeric_limits<float>::quiet_NaN(); \
+      return kNegInf;                                                            \
+    }                                                                            \
+    const float sum = exp_shift_sum(row, n, mx);                                 \
+    const float inv = 1.0f / sum;                                                \
+    for (int64_t j = 0; j < n; ++j) row[j] *= inv;                               \
+    return mx + std::log(sum);                                                   \
+  }                                                                              \
+  ATTR void probs_row_##SUFFIX(float* row, int64_t n, float lse) {               \
+    for (int64_t j = 0; j < n; ++j) row[j] = vmath::exp(row[j] - lse);           \
+  }                                                                              \
+  ATTR void dscore_row_##SUFFIX(const float* p, float* dp, int64_t n) {          \
+    const float d = dot(p, dp, n);                                               \
+    for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - d);                  \
   }
-  const float sum = exp_shift_sum(row, n, mx);
-  scale_row(row, n, 1.0f / sum);
-  return mx + std::log(sum);
+OPENREG_ATTENTION_ROWS(sse, )
+OPENREG_ATTENTION_ROWS(avx2, __attribute__((target("avx2,fma"))))
+OPENREG_ATTENTION_ROWS(avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))))
+#undef OPENREG_ATTENTION_ROWS
+
+float softmax_row(float* row, int64_t n) {
+  switch (loops::width()) {
+    case loops::Width::Avx512: return softmax_row_avx512(row, n);
+    case loops::Width::Avx2: return softmax_row_avx2(row, n);
+    default: return softmax_row_sse(row, n);
+  }
+}
+void probs_row(float* row, int64_t n, float lse) {
+  switch (loops::width()) {
+    case loops::Width::Avx512: return probs_row_avx512(row, n, lse);
+    case loops::Width::Avx2: return probs_row_avx2(row, n, lse);
+    default: return probs_row_sse(row, n, lse);
+  }
+}
+void dscore_row(const float* p, float* dp, int64_t n) {
+  switch (loops::width()) {
+    case loops::Width::Avx512: return dscore_row_avx512(p, dp, n);
+    case loops::Width::Avx2: return dscore_row_avx2(p, dp, n);
+    default: return dscore_row_sse(p, dp, n);
+  }
 }
 
 std::vector<float>& scratch(size_t which, size_t n) {
@@ -369,7 +406,7 @@ void backward_batched(const Problem& p, const Mat& go, const float* lse_p, const
       float* row = row_of(s, p, r);
       mask_scores(p, b, h, i, 1, p.S, row, p.S);
       const float l = lse_p[b * ls[0] + h * ls[1] + i * ls[2]];
-      for (int64_t j = 0; j < p.S; ++j) row[j] = vmath::exp(row[j] - l);
+      probs_row(row, p.S, l);
     }
   });
   // dV = P^T dO;  dP = dO V^T;  dS = P * (dP - rowsum(P * dP))
@@ -379,8 +416,7 @@ void backward_batched(const Problem& p, const Mat& go, const float* lse_p, const
     for (int64_t r = lo; r < hi; ++r) {
       const float* pr = row_of(s, p, r);
       float* dr = row_of(dp, p, r);
-      const float d = dot(pr, dr, p.S);
-      for (int64_t j = 0; j < p.S; ++j) dr[j] = pr[j] * (dr[j] - d);
+      dscore_row(pr, dr, p.S);
     }
   });
   if (dbias) {  // rare (a mask that needs a gradient): one thread, rows in order
@@ -437,7 +473,7 @@ void fused_attention_backward(const sdk::Call& call) {
           for (int64_t i = 0; i < m; ++i) {
             const float l = lse_p[b * ls0 + h * ls1 + (r0 + i) * ls2];
             float* row = s + i * n;
-            for (int64_t j = 0; j < n; ++j) row[j] = vmath::exp(row[j] - l);
+            probs_row(row, n, l);
           }
           // dV += P^T dO;  dP = dO V^T;  dS = P * (dP - rowsum(P * dP))
           gemm('T', 'N', n, p.Ev, m, 1.0f, s, n, gob, go.ld, 1.0f, dv.mut(b, hk), dv.ld);
@@ -445,8 +481,7 @@ void fused_attention_backward(const sdk::Call& call) {
           for (int64_t i = 0; i < m; ++i) {
             const float* pr = s + i * n;
             float* dr = dp + i * n;
-            const float d = dot(pr, dr, n);
-            for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - d);
+            dscore_row(pr, dr, n);
           }
           if (dbias) add_bias_grad(*dbias, b, h, r0, m, n, dp, &bias_lock);
           // dQ = scale dS K;  dK += scale dS^T Q

@@ -20,17 +20,25 @@
 #include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <torch/library.h>
 
+#include <array>
+#include <atomic>
+
 namespace openreg {
 namespace {
 
 constexpr const char* kFusedOp = "aten::_scaled_dot_product_fused_attention_overrideable";
 
-// True when some engine of the chain lists the fused op for `dtype`.
+// True when some engine of the chain lists the fused op for `dtype`. The chain is
+// fixed once loaded, so the answer is kept per dtype (every SDPA call asks).
 bool chain_serves(at::ScalarType dtype) {
+  static std::array<std::atomic<int8_t>, static_cast<size_t>(at::ScalarType::NumOptions)> known{};  // 0: not asked
+  auto& slot = known[static_cast<size_t>(dtype)];
+  if (const int8_t k = slot.load(std::memory_order_acquire)) return k > 0;
   openreg_dtype d{};
-  if (!bridge::to_abi_dtype(dtype, &d)) return false;
   lazy_init();
-  return !route_table().route(kFusedOp, d, true)->candidates.empty();
+  const bool served = bridge::to_abi_dtype(dtype, &d) && !route_table().route(kFusedOp, d, true)->candidates.empty();
+  slot.store(served ? 1 : -1, std::memory_order_release);
+  return served;
 }
 
 bool is_float(at::ScalarType t) {

@@ -167,42 +167,51 @@ void mask_scores(const Problem& p, int64_t b, int64_t h, int64_t r0, int64_t m, 
 // loops.hpp's dense loops are. Reductions keep 16 lanes (a strict left-to-right
 // float sum does not vectorise).
 #define OPENREG_ALWAYS_INLINE __attribute__((always_inline)) inline
+// 16 floats as one value: a zmm register in the AVX-512 build, two ymm or four xmm
+// in the others (GCC's vector extension).
+typedef float V16 __attribute__((vector_size(64)));
 constexpr int kLanes = 16;
+OPENREG_ALWAYS_INLINE V16 load16(const float* p) {
+  V16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+OPENREG_ALWAYS_INLINE float lanes_sum(V16 v) {
+  float s = 0.0f;
+  for (int l = 0; l < kLanes; ++l) s += v[l];
+  return s;
+}
 OPENREG_ALWAYS_INLINE float row_max(const float* x, int64_t n) {
-  float acc[kLanes];
-  for (float& a : acc) a = kNegInf;
+  V16 acc;
+  for (int l = 0; l < kLanes; ++l) acc[l] = kNegInf;
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] = std::max(acc[l], x[j + l]);
+  for (; j + kLanes <= n; j += kLanes) {
+    const V16 v = load16(x + j);
+    acc = v > acc ? v : acc;
+  }
   float m = kNegInf;
-  for (float a : acc) m = std::max(m, a);
+  for (int l = 0; l < kLanes; ++l) m = std::max(m, acc[l]);
   for (; j < n; ++j) m = std::max(m, x[j]);
   return m;
 }
-// x[j] = exp(x[j] - shift); returns the sum.
-OPENREG_ALWAYS_INLINE float exp_shift_sum(float* x, int64_t n, float shift) {
-  float acc[kLanes] = {};
+OPENREG_ALWAYS_INLINE float row_sum(const float* x, int64_t n) {
+  V16 acc = {};
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      x[j + l] = vmath::exp(x[j + l] - shift);
-      acc[l] += x[j + l];
-    }
-  float s = 0.0f;
-  for (float a : acc) s += a;
-  for (; j < n; ++j) {
-    x[j] = vmath::exp(x[j] - shift);
-    s += x[j];
-  }
+  for (; j + kLanes <= n; j += kLanes) acc += load16(x + j);
+  float s = lanes_sum(acc);
+  for (; j < n; ++j) s += x[j];
   return s;
 }
+// x[j] = exp(x[j] - shift); returns the sum.
+OPENREG_ALWAYS_INLINE float exp_shift_sum(float* x, int64_t n, float shift) {
+  for (int64_t j = 0; j < n; ++j) x[j] = vmath::exp(x[j] - shift);
+  return row_sum(x, n);
+}
 OPENREG_ALWAYS_INLINE float dot(const float* a, const float* b, int64_t n) {
-  float acc[kLanes] = {};
+  V16 acc = {};
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += a[j + l] * b[j + l];
-  float s = 0.0f;
-  for (float a_ : acc) s += a_;
+  for (; j + kLanes <= n; j += kLanes) acc += load16(a + j) * load16(b + j);
+  float s = lanes_sum(acc);
   for (; j < n; ++j) s += a[j] * b[j];
   return s;
 }

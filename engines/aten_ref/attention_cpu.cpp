@@ -11,6 +11,8 @@
 //    either broadcasts to [batch, heads, L, S];
 //  - key and value may have fewer heads than the query, a divisor of them (query
 //    head h reads key head h / (Hq / Hk)); their gradients sum over each group;
+//  - a row whose keys are all masked gives output 0 and logsumexp +inf (as flash
+//    attention; ATen's math path gives 0 too);
 //  - the backward takes the probabilities from the logsumexp it is given; the
 //    bias gradient is the scores' gradient summed to the bias's shape (zeros for a
 //    bool mask); every gradient output is written whatever grad_input_mask says;
@@ -73,7 +75,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
     bool is_causal, bool /*return_debug_mask*/, std::optional<double> scale) {
   check_inputs(query, key, value, dropout_p, "_scaled_dot_product_fused_attention_overrideable");
   const Tensor s = scores_of(query, key, attn_bias, is_causal, scale_of(query, scale));
-  const Tensor lse = s.logsumexp(-1, /*keepdim=*/true);
+  // A row with every key masked: logsumexp +inf (as flash attention), so its weights are 0.
+  Tensor lse = s.logsumexp(-1, /*keepdim=*/true);
+  lse.masked_fill_(lse == -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity());
   const Tensor out = at::matmul((s - lse).exp(), per_query_head(value, query.size(-3)).to(at::kDouble));
   const Tensor zero = at::zeros({}, query.options().dtype(at::kLong));
   return {out.to(query.scalar_type()), batched(lse.squeeze(-1), query).to(at::kFloat), Tensor(), Tensor(),

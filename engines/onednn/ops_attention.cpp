@@ -217,14 +217,14 @@ OPENREG_ALWAYS_INLINE float dot(const float* a, const float* b, int64_t n) {
 }
 
 // Per ISA: softmax of one masked score row in place, returning its logsumexp (a
-// row with every key masked gives, as the reference, -inf and NaN weights);
+// row with every key masked gives, as the reference, weights 0 and +inf);
 // probabilities from a logsumexp; the score gradient p * (dp - rowsum(p * dp)).
 #define OPENREG_ATTENTION_ROWS(SUFFIX, ATTR)                                     \
   ATTR float softmax_row_##SUFFIX(float* row, int64_t n) {                       \
     const float mx = row_max(row, n);                                            \
     if (mx == kNegInf) {                                                         \
-      for (int64_t j = 0; j < n; ++j) row[j] = std::numeric_limits<float>::quiet_NaN(); \
-      return kNegInf;                                                            \
+      for (int64_t j = 0; j < n; ++j) row[j] = 0.0f;                             \
+      return std::numeric_limits<float>::infinity();                             \
     }                                                                            \
     const float sum = exp_shift_sum(row, n, mx);                                 \
     const float inv = 1.0f / sum;                                                \

@@ -56,6 +56,7 @@ def _forward(q, k, v, attn_bias=None, dropout_p=0.0, is_causal=False, return_deb
         raise NotImplementedError("dropout_p > 0 is not supported")
     s = _scores(q, k, attn_bias, is_causal, _scale(q, scale))
     lse = s.logsumexp(-1, keepdim=True)
+    lse = lse.masked_fill(lse == -math.inf, math.inf)  # every key masked: weights 0, as flash attention
     out = (s - lse).exp() @ _per_query_head(v, q.shape[-3]).double()
     zero = torch.zeros((), dtype=torch.long)
     return (out.to(q.dtype), _batched(lse.squeeze(-1), q).float(), None, None, q.shape[-2], k.shape[-2], zero,

@@ -6,7 +6,8 @@
 // answer is SDPBackend::overrideable when the engine chain serves
 // aten::_scaled_dot_product_fused_attention_overrideable for the inputs' dtype and
 // the inputs are ones the engines take (the checks CPU's choice makes for its flash
-// kernel); else SDPBackend::math, ATen's decomposition into matmul, softmax and
+// kernel; see chain_serves for a chain where only the reference engine has it);
+// else SDPBackend::math, ATen's decomposition into matmul, softmax and
 // matmul, each routed to the engines as usual. The overrideable forward and its
 // backward (derivatives.yaml pairs them under AutogradPrivateUse1) route like any op
 // (op_routing.cpp registers route_call for them, since their composite kernels only
@@ -20,6 +21,7 @@
 #include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 
@@ -28,15 +30,25 @@ namespace {
 
 constexpr const char* kFusedOp = "aten::_scaled_dot_product_fused_attention_overrideable";
 
-// True when some engine of the chain lists the fused op for `dtype`. The chain is
-// fixed once loaded, so the answer is kept per dtype (every SDPA call asks).
+// True when the chain serves the fused op for `dtype`: an engine lists it, or the
+// chain is the reference engine alone. When only the reference engine (ANY_OP: its
+// float64 replay) would serve it behind native engines, the math path is faster:
+// its matmuls and softmax go to those engines (onednn's bfloat16, eigen). The chain
+// is fixed once loaded, so the answer is kept per dtype (every SDPA call asks).
 bool chain_serves(at::ScalarType dtype) {
   static std::array<std::atomic<int8_t>, static_cast<size_t>(at::ScalarType::NumOptions)> known{};  // 0: not asked
   auto& slot = known[static_cast<size_t>(dtype)];
   if (const int8_t k = slot.load(std::memory_order_acquire)) return k > 0;
-  openreg_dtype d{};
   lazy_init();
-  const bool served = bridge::to_abi_dtype(dtype, &d) && !route_table().route(kFusedOp, d, true)->candidates.empty();
+  openreg_dtype d{};
+  bool served = false;
+  if (bridge::to_abi_dtype(dtype, &d)) {
+    const auto& chain = registry().chain();
+    const bool reference_only = std::all_of(chain.begin(), chain.end(), [](const Engine* e) { return e->any_op(); });
+    for (const auto& c : route_table().route(kFusedOp, d, true)->candidates) {
+      served = served || !c.engine->any_op() || reference_only;
+    }
+  }
   slot.store(served ? 1 : -1, std::memory_order_release);
   return served;
 }

@@ -35,6 +35,7 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, double drop
   TORCH_CHECK(q.dim() == 4 || q.dim() == 3, op, ": query must be 3-d or 4-d, got ", q.dim(), "-d");
   TORCH_CHECK(k.dim() == q.dim() && v.dim() == q.dim(), op, ": query, key and value must have the same number of "
               "dims, got ", q.sizes(), ", ", k.sizes(), ", ", v.sizes());
+  TORCH_CHECK(at::isFloatingType(q.scalar_type()), op, ": query must be floating point, got ", q.scalar_type());
   TORCH_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(), op,
               ": query, key and value must have one dtype, got ", q.scalar_type(), ", ", k.scalar_type(), ", ",
               v.scalar_type());

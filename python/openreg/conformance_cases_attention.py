@@ -51,9 +51,15 @@ def _batched(t, q):
     return t.unsqueeze(0) if q.dim() == 3 else t
 
 
-def _forward(q, k, v, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+def _check(q, dropout_p):
     if dropout_p != 0.0:
         raise NotImplementedError("dropout_p > 0 is not supported")
+    if not q.is_floating_point():
+        raise RuntimeError(f"query must be floating point, got {q.dtype}")
+
+
+def _forward(q, k, v, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+    _check(q, dropout_p)
     s = _scores(q, k, attn_bias, is_causal, _scale(q, scale))
     lse = s.logsumexp(-1, keepdim=True)
     lse = lse.masked_fill(lse == -math.inf, math.inf)  # every key masked: weights 0, as flash attention
@@ -73,8 +79,7 @@ def _per_key_head(g, hk):
 
 def _backward(grad_out, q, k, v, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k,
               dropout_p, is_causal, philox_seed, philox_offset, *, scale=None):
-    if dropout_p != 0.0:
-        raise NotImplementedError("dropout_p > 0 is not supported")
+    _check(q, dropout_p)
     sc = _scale(q, scale)
     s = _scores(q, k, attn_bias, is_causal, sc)
     p = (s - logsumexp.double().reshape(s.shape[:-1]).unsqueeze(-1)).exp()

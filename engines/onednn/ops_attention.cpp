@@ -11,7 +11,10 @@
 // masks, grouped heads, the logsumexp the backward starts from) is the reference
 // engine's: engines/aten_ref/attention_cpu.cpp. Declined, for the next engine:
 // dropout_p > 0, other dtypes, operands whose last dim is not unit-stride.
+#include <omp.h>
+
 #include <cmath>
+#include <exception>
 #include <functional>
 #include <optional>
 #include <cstring>
@@ -331,25 +334,75 @@ bool batched_path(const Problem& p) { return p.H == p.Hk && p.B * p.H * p.L * p.
 // Row r of head (b, h) of a dense [B, H, L, S] buffer.
 float* row_of(float* buf, const Problem& p, int64_t row) { return buf + row * p.S; }
 
-// Softmax of every score row in place, writing the logsumexp; rows in parallel.
-void softmax_rows(const Problem& p, float* s, float* lse_p, const int64_t (&ls)[3]) {
-  host().parallel_for(0, p.B * p.H * p.L, std::max<int64_t>(1, 16384 / std::max<int64_t>(p.S, 1)), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const int64_t b = r / (p.H * p.L), h = r / p.L % p.H, i = r % p.L;
-      float* row = row_of(s, p, r);
-      mask_scores(p, b, h, i, 1, p.S, row, p.S);
-      lse_p[b * ls[0] + h * ls[1] + i * ls[2]] = softmax_row(row, p.S);
+// A rectangle of heads: batches [b0, b0 + nb) x heads [h0, h0 + nh).
+struct Piece {
+  int64_t b0, nb, h0, nh;
+};
+Operand sub(const Operand& o, const Piece& pc) {
+  return {o.p + pc.b0 * o.strides[0] + pc.h0 * o.strides[1], {pc.nb, pc.nh, o.dims[2], o.dims[3]}, o.strides};
+}
+
+// Runs `body` on every head. With several threads, the heads are cut into one run
+// of consecutive (batch, head) pairs per thread (each at most three rectangles),
+// and each thread runs the whole chain of products and row loops on its own heads
+// on one thread: one parallel region per call rather than one per product (the
+// 2x4x128x32 forward spent more in the regions' wake-ups than it saved).
+template <class Body>
+void for_heads(const Problem& p, Body&& body) {
+  const int64_t n = p.B * p.H, threads = std::min<int64_t>(current_threads(), n);
+  if (threads <= 1) return body(Piece{0, p.B, 0, p.H});
+  // The engine's own OpenMP team, as oneDNN's primitives use it (the host's
+  // parallel_for ran on one thread from the queue's worker).
+  std::exception_ptr error;
+  std::mutex error_mutex;
+#pragma omp parallel for num_threads(static_cast<int>(threads)) schedule(static, 1)
+  for (int64_t t = 0; t < threads; ++t) {
+    try {
+      Threads one(1);
+      int64_t first = n * t / threads, last = n * (t + 1) / threads;  // pairs [first, last)
+      while (first < last) {
+        const int64_t b = first / p.H, h = first % p.H;
+        if (h == 0 && last - first >= p.H) {  // whole batches
+          const int64_t nb = (last - first) / p.H;
+          body(Piece{b, nb, 0, p.H});
+          first += nb * p.H;
+        } else {  // part of one batch
+          const int64_t nh = std::min(p.H - h, last - first);
+          body(Piece{b, 1, h, nh});
+          first += nh;
+        }
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
     }
-  });
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+// Calls row(b, h, i, r) for every query row of a piece (r: its index in [B, H, L]).
+template <class Row>
+void piece_rows(const Problem& p, const Piece& pc, Row&& row) {
+  for (int64_t b = pc.b0; b < pc.b0 + pc.nb; ++b)
+    for (int64_t h = pc.h0; h < pc.h0 + pc.nh; ++h)
+      for (int64_t i = 0; i < p.L; ++i) row(b, h, i, (b * p.H + h) * p.L + i);
 }
 
 void forward_batched(const Problem& p, const Mat& o, float* lse_p, const int64_t (&ls)[3]) {
   Buffers buf;
   float* s = buf.floats(p.B * p.H * p.L * p.S);
   const Operand scores = dense(s, p.B, p.H, p.L, p.S);
-  matmul(operand(p.q, p.B, p.H, p.L, p.E), operand(p.k, p.B, p.H, p.S, p.E).t(), scores, p.scale);
-  softmax_rows(p, s, lse_p, ls);
-  matmul(scores, operand(p.v, p.B, p.H, p.S, p.Ev), operand(o, p.B, p.H, p.L, p.Ev), 1.0f);
+  const Operand q = operand(p.q, p.B, p.H, p.L, p.E), k = operand(p.k, p.B, p.H, p.S, p.E),
+                v = operand(p.v, p.B, p.H, p.S, p.Ev), out = operand(o, p.B, p.H, p.L, p.Ev);
+  for_heads(p, [&](const Piece& pc) {
+    matmul(sub(q, pc), sub(k, pc).t(), sub(scores, pc), p.scale);
+    piece_rows(p, pc, [&](int64_t b, int64_t h, int64_t i, int64_t r) {
+      float* row = row_of(s, p, r);
+      mask_scores(p, b, h, i, 1, p.S, row, p.S);
+      lse_p[b * ls[0] + h * ls[1] + i * ls[2]] = softmax_row(row, p.S);
+    });
+    matmul(sub(scores, pc), sub(v, pc), sub(out, pc), 1.0f);
+  });
 }
 
 void fused_attention(const sdk::Call& call) {
@@ -405,37 +458,30 @@ void backward_batched(const Problem& p, const Mat& go, const float* lse_p, const
   float* dp = buf.floats(rows * p.S);
   const Operand P = dense(s, p.B, p.H, p.L, p.S), dS = dense(dp, p.B, p.H, p.L, p.S);
   const Operand q = operand(p.q, p.B, p.H, p.L, p.E), k = operand(p.k, p.B, p.H, p.S, p.E),
-                v = operand(p.v, p.B, p.H, p.S, p.Ev), g = operand(go, p.B, p.H, p.L, p.Ev);
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.S, 1));
-  // P = exp(scale q.k + mask - lse)
-  matmul(q, k.t(), P, p.scale);
-  host().parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const int64_t b = r / (p.H * p.L), h = r / p.L % p.H, i = r % p.L;
+                v = operand(p.v, p.B, p.H, p.S, p.Ev), g = operand(go, p.B, p.H, p.L, p.Ev),
+                gq = operand(dq, p.B, p.H, p.L, p.E), gk = operand(dk, p.B, p.H, p.S, p.E),
+                gv = operand(dv, p.B, p.H, p.S, p.Ev);
+  for_heads(p, [&](const Piece& pc) {
+    // P = exp(scale q.k + mask - lse)
+    matmul(sub(q, pc), sub(k, pc).t(), sub(P, pc), p.scale);
+    piece_rows(p, pc, [&](int64_t b, int64_t h, int64_t i, int64_t r) {
       float* row = row_of(s, p, r);
       mask_scores(p, b, h, i, 1, p.S, row, p.S);
-      const float l = lse_p[b * ls[0] + h * ls[1] + i * ls[2]];
-      probs_row(row, p.S, l);
-    }
-  });
-  // dV = P^T dO;  dP = dO V^T;  dS = P * (dP - rowsum(P * dP))
-  matmul(P.t(), g, operand(dv, p.B, p.H, p.S, p.Ev), 1.0f);
-  matmul(g, v.t(), dS, 1.0f);
-  host().parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const float* pr = row_of(s, p, r);
-      float* dr = row_of(dp, p, r);
-      dscore_row(pr, dr, p.S);
-    }
+      probs_row(row, p.S, lse_p[b * ls[0] + h * ls[1] + i * ls[2]]);
+    });
+    // dV = P^T dO;  dP = dO V^T;  dS = P * (dP - rowsum(P * dP))
+    matmul(sub(P, pc).t(), sub(g, pc), sub(gv, pc), 1.0f);
+    matmul(sub(g, pc), sub(v, pc).t(), sub(dS, pc), 1.0f);
+    piece_rows(p, pc, [&](int64_t, int64_t, int64_t, int64_t r) { dscore_row(row_of(s, p, r), row_of(dp, p, r), p.S); });
+    // dQ = scale dS K;  dK = scale dS^T Q
+    matmul(sub(dS, pc), sub(k, pc), sub(gq, pc), p.scale);
+    matmul(sub(dS, pc).t(), sub(q, pc), sub(gk, pc), p.scale);
   });
   if (dbias) {  // rare (a mask that needs a gradient): one thread, rows in order
     std::mutex unused;
     for (int64_t r = 0; r < rows; ++r)
       add_bias_grad(*dbias, r / (p.H * p.L), r / p.L % p.H, r % p.L, 1, p.S, row_of(dp, p, r), &unused);
   }
-  // dQ = scale dS K;  dK = scale dS^T Q
-  matmul(dS, k, operand(dq, p.B, p.H, p.L, p.E), p.scale);
-  matmul(dS.t(), q, operand(dk, p.B, p.H, p.S, p.E), p.scale);
 }
 
 void fused_attention_backward(const sdk::Call& call) {

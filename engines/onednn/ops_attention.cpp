@@ -334,6 +334,31 @@ bool batched_path(const Problem& p) { return p.H == p.Hk && p.B * p.H * p.L * p.
 // Row r of head (b, h) of a dense [B, H, L, S] buffer.
 float* row_of(float* buf, const Problem& p, int64_t row) { return buf + row * p.S; }
 
+// body(t) for t in [0, n) on the engine's own OpenMP team (as oneDNN's primitives
+// use it; the host's parallel_for stayed on one thread from the queue's worker),
+// each task on one thread; the first exception is rethrown here.
+template <class Body>
+void run_tasks(int64_t n, Body&& body) {
+  const int threads = static_cast<int>(std::min<int64_t>(current_threads(), n));
+  if (threads <= 1) {
+    for (int64_t t = 0; t < n; ++t) body(t);
+    return;
+  }
+  std::exception_ptr error;
+  std::mutex error_mutex;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t t = 0; t < n; ++t) {
+    try {
+      Threads one(1);
+      body(t);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
 // A rectangle of heads: batches [b0, b0 + nb) x heads [h0, h0 + nh).
 struct Piece {
   int64_t b0, nb, h0, nh;
@@ -345,39 +370,26 @@ Operand sub(const Operand& o, const Piece& pc) {
 // Runs `body` on every head. With several threads, the heads are cut into one run
 // of consecutive (batch, head) pairs per thread (each at most three rectangles),
 // and each thread runs the whole chain of products and row loops on its own heads
-// on one thread: one parallel region per call rather than one per product (the
-// 2x4x128x32 forward spent more in the regions' wake-ups than it saved).
+// on one thread: one parallel region per call rather than one per product.
 template <class Body>
 void for_heads(const Problem& p, Body&& body) {
   const int64_t n = p.B * p.H, threads = std::min<int64_t>(current_threads(), n);
   if (threads <= 1) return body(Piece{0, p.B, 0, p.H});
-  // The engine's own OpenMP team, as oneDNN's primitives use it (the host's
-  // parallel_for ran on one thread from the queue's worker).
-  std::exception_ptr error;
-  std::mutex error_mutex;
-#pragma omp parallel for num_threads(static_cast<int>(threads)) schedule(static, 1)
-  for (int64_t t = 0; t < threads; ++t) {
-    try {
-      Threads one(1);
-      int64_t first = n * t / threads, last = n * (t + 1) / threads;  // pairs [first, last)
-      while (first < last) {
-        const int64_t b = first / p.H, h = first % p.H;
-        if (h == 0 && last - first >= p.H) {  // whole batches
-          const int64_t nb = (last - first) / p.H;
-          body(Piece{b, nb, 0, p.H});
-          first += nb * p.H;
-        } else {  // part of one batch
-          const int64_t nh = std::min(p.H - h, last - first);
-          body(Piece{b, 1, h, nh});
-          first += nh;
-        }
+  run_tasks(threads, [&](int64_t t) {
+    int64_t first = n * t / threads, last = n * (t + 1) / threads;  // pairs [first, last)
+    while (first < last) {
+      const int64_t b = first / p.H, h = first % p.H;
+      if (h == 0 && last - first >= p.H) {  // whole batches
+        const int64_t nb = (last - first) / p.H;
+        body(Piece{b, nb, 0, p.H});
+        first += nb * p.H;
+      } else {  // part of one batch
+        const int64_t nh = std::min(p.H - h, last - first);
+        body(Piece{b, 1, h, nh});
+        first += nh;
       }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
     }
-  }
-  if (error) std::rethrow_exception(error);
+  });
 }
 
 // Calls row(b, h, i, r) for every query row of a piece (r: its index in [B, H, L]).
@@ -420,8 +432,8 @@ void fused_attention(const sdk::Call& call) {
   const int64_t ls0 = lse.stride(0), ls1 = lse.stride(1), ls2 = lse.stride(2);
   Threads threads(threads_of(p, 1.0));
   if (batched_path(p)) return forward_batched(p, o, lse_p, {ls0, ls1, ls2});
-  host().parallel_for(0, p.B * p.H * blocks, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t t = lo; t < hi; ++t) {
+  run_tasks(p.B * p.H * blocks, [&](int64_t t) {
+    {
       const int64_t blk = t % blocks, bh = t / blocks, b = bh / p.H, h = bh % p.H, hk = h / group;
       const int64_t r0 = blk * kRows, m = std::min(kRows, p.L - r0), n = visible_cols(p, r0, m);
       std::vector<float>& sbuf = scratch(0, static_cast<size_t>(m * std::max<int64_t>(n, 1)));
@@ -509,8 +521,8 @@ void fused_attention_backward(const sdk::Call& call) {
   Threads threads(threads_of(p, 2.5));
   if (batched_path(p)) return backward_batched(p, go, lse_p, {ls0, ls1, ls2}, dq, dk, dv, dbias);
   // One task per (batch, key head): it owns that head's grad_key and grad_value.
-  host().parallel_for(0, p.B * p.Hk, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t t = lo; t < hi; ++t) {
+  run_tasks(p.B * p.Hk, [&](int64_t t) {
+    {
       const int64_t b = t / p.Hk, hk = t % p.Hk;
       zero_rows(dk, b, hk, p.S, p.E);
       zero_rows(dv, b, hk, p.S, p.Ev);

@@ -2,24 +2,25 @@
 // and its _backward), float32, as one engine call each.
 //
 // oneDNN 2.6 has no attention primitive. When the scores of every head fit in
-// kMaxScores floats and key and value have the query's heads, each product is one
-// batched 4-d matmul primitive over all heads (strided operands, transposes as
-// strides), with the mask, softmax and score gradients in the engine's loops
-// between them. Otherwise (long sequences, grouped heads) each (batch, head) is a
-// few GEMMs through dnnl_sgemm, a block of query rows at a time so the scores stay
-// in cache (kRows x S floats). The contract (scale, causal,
-// masks, grouped heads, the logsumexp the backward starts from) is the reference
-// engine's: engines/aten_ref/attention_cpu.cpp. Declined, for the next engine:
-// dropout_p > 0, other dtypes, operands whose last dim is not unit-stride.
+// kMaxScores floats and key and value have the query's heads, each product is a
+// batched 4-d matmul primitive over a run of heads (strided operands, transposes as
+// strides), with the mask, softmax and score gradients in the engine's row loops
+// between them; each thread takes one run of heads and its whole chain, so a call
+// is one parallel region. Otherwise (long sequences, grouped heads) each (batch,
+// head) is a few GEMMs through dnnl_sgemm, a block of query rows at a time so the
+// scores stay in cache (kRows x S floats). The contract (scale, causal, masks,
+// grouped heads, fully masked rows, the logsumexp the backward starts from) is the
+// reference engine's: engines/aten_ref/attention_cpu.cpp. Declined, for the next
+// engine: dropout_p > 0, other dtypes, operands whose last dim is not unit-stride.
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <functional>
-#include <optional>
-#include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "ops.h"
@@ -433,16 +434,14 @@ void fused_attention(const sdk::Call& call) {
   Threads threads(threads_of(p, 1.0));
   if (batched_path(p)) return forward_batched(p, o, lse_p, {ls0, ls1, ls2});
   run_tasks(p.B * p.H * blocks, [&](int64_t t) {
-    {
-      const int64_t blk = t % blocks, bh = t / blocks, b = bh / p.H, h = bh % p.H, hk = h / group;
-      const int64_t r0 = blk * kRows, m = std::min(kRows, p.L - r0), n = visible_cols(p, r0, m);
-      std::vector<float>& sbuf = scratch(0, static_cast<size_t>(m * std::max<int64_t>(n, 1)));
-      float* s = sbuf.data();
-      gemm('N', 'T', m, n, p.E, p.scale, p.q.at(b, h) + r0 * p.q.ld, p.q.ld, p.k.at(b, hk), p.k.ld, 0.0f, s, n);
-      mask_scores(p, b, h, r0, m, n, s, n);
-      for (int64_t i = 0; i < m; ++i) lse_p[b * ls0 + h * ls1 + (r0 + i) * ls2] = softmax_row(s + i * n, n);
-      gemm('N', 'N', m, p.Ev, n, 1.0f, s, n, p.v.at(b, hk), p.v.ld, 0.0f, o.mut(b, h) + r0 * o.ld, o.ld);
-    }
+    const int64_t blk = t % blocks, bh = t / blocks, b = bh / p.H, h = bh % p.H, hk = h / group;
+    const int64_t r0 = blk * kRows, m = std::min(kRows, p.L - r0), n = visible_cols(p, r0, m);
+    std::vector<float>& sbuf = scratch(0, static_cast<size_t>(m * std::max<int64_t>(n, 1)));
+    float* s = sbuf.data();
+    gemm('N', 'T', m, n, p.E, p.scale, p.q.at(b, h) + r0 * p.q.ld, p.q.ld, p.k.at(b, hk), p.k.ld, 0.0f, s, n);
+    mask_scores(p, b, h, r0, m, n, s, n);
+    for (int64_t i = 0; i < m; ++i) lse_p[b * ls0 + h * ls1 + (r0 + i) * ls2] = softmax_row(s + i * n, n);
+    gemm('N', 'N', m, p.Ev, n, 1.0f, s, n, p.v.at(b, hk), p.v.ld, 0.0f, o.mut(b, h) + r0 * o.ld, o.ld);
   });
 }
 
@@ -522,39 +521,37 @@ void fused_attention_backward(const sdk::Call& call) {
   if (batched_path(p)) return backward_batched(p, go, lse_p, {ls0, ls1, ls2}, dq, dk, dv, dbias);
   // One task per (batch, key head): it owns that head's grad_key and grad_value.
   run_tasks(p.B * p.Hk, [&](int64_t t) {
-    {
-      const int64_t b = t / p.Hk, hk = t % p.Hk;
-      zero_rows(dk, b, hk, p.S, p.E);
-      zero_rows(dv, b, hk, p.S, p.Ev);
-      for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-        for (int64_t r0 = 0; r0 < p.L; r0 += kRows) {
-          const int64_t m = std::min(kRows, p.L - r0), n = visible_cols(p, r0, m);
-          const size_t cells = static_cast<size_t>(m * std::max<int64_t>(n, 1));
-          float* s = scratch(0, cells).data();
-          float* dp = scratch(1, cells).data();
-          const float* qb = p.q.at(b, h) + r0 * p.q.ld;
-          const float* gob = go.at(b, h) + r0 * go.ld;
-          // P = exp(scale q.k + mask - lse)
-          gemm('N', 'T', m, n, p.E, p.scale, qb, p.q.ld, p.k.at(b, hk), p.k.ld, 0.0f, s, n);
-          mask_scores(p, b, h, r0, m, n, s, n);
-          for (int64_t i = 0; i < m; ++i) {
-            const float l = lse_p[b * ls0 + h * ls1 + (r0 + i) * ls2];
-            float* row = s + i * n;
-            probs_row(row, n, l);
-          }
-          // dV += P^T dO;  dP = dO V^T;  dS = P * (dP - rowsum(P * dP))
-          gemm('T', 'N', n, p.Ev, m, 1.0f, s, n, gob, go.ld, 1.0f, dv.mut(b, hk), dv.ld);
-          gemm('N', 'T', m, n, p.Ev, 1.0f, gob, go.ld, p.v.at(b, hk), p.v.ld, 0.0f, dp, n);
-          for (int64_t i = 0; i < m; ++i) {
-            const float* pr = s + i * n;
-            float* dr = dp + i * n;
-            dscore_row(pr, dr, n);
-          }
-          if (dbias) add_bias_grad(*dbias, b, h, r0, m, n, dp, &bias_lock);
-          // dQ = scale dS K;  dK += scale dS^T Q
-          gemm('N', 'N', m, p.E, n, p.scale, dp, n, p.k.at(b, hk), p.k.ld, 0.0f, dq.mut(b, h) + r0 * dq.ld, dq.ld);
-          gemm('T', 'N', n, p.E, m, p.scale, dp, n, qb, p.q.ld, 1.0f, dk.mut(b, hk), dk.ld);
+    const int64_t b = t / p.Hk, hk = t % p.Hk;
+    zero_rows(dk, b, hk, p.S, p.E);
+    zero_rows(dv, b, hk, p.S, p.Ev);
+    for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+      for (int64_t r0 = 0; r0 < p.L; r0 += kRows) {
+        const int64_t m = std::min(kRows, p.L - r0), n = visible_cols(p, r0, m);
+        const size_t cells = static_cast<size_t>(m * std::max<int64_t>(n, 1));
+        float* s = scratch(0, cells).data();
+        float* dp = scratch(1, cells).data();
+        const float* qb = p.q.at(b, h) + r0 * p.q.ld;
+        const float* gob = go.at(b, h) + r0 * go.ld;
+        // P = exp(scale q.k + mask - lse)
+        gemm('N', 'T', m, n, p.E, p.scale, qb, p.q.ld, p.k.at(b, hk), p.k.ld, 0.0f, s, n);
+        mask_scores(p, b, h, r0, m, n, s, n);
+        for (int64_t i = 0; i < m; ++i) {
+          const float l = lse_p[b * ls0 + h * ls1 + (r0 + i) * ls2];
+          float* row = s + i * n;
+          probs_row(row, n, l);
         }
+        // dV += P^T dO;  dP = dO V^T;  dS = P * (dP - rowsum(P * dP))
+        gemm('T', 'N', n, p.Ev, m, 1.0f, s, n, gob, go.ld, 1.0f, dv.mut(b, hk), dv.ld);
+        gemm('N', 'T', m, n, p.Ev, 1.0f, gob, go.ld, p.v.at(b, hk), p.v.ld, 0.0f, dp, n);
+        for (int64_t i = 0; i < m; ++i) {
+          const float* pr = s + i * n;
+          float* dr = dp + i * n;
+          dscore_row(pr, dr, n);
+        }
+        if (dbias) add_bias_grad(*dbias, b, h, r0, m, n, dp, &bias_lock);
+        // dQ = scale dS K;  dK += scale dS^T Q
+        gemm('N', 'N', m, p.E, n, p.scale, dp, n, p.k.at(b, hk), p.k.ld, 0.0f, dq.mut(b, h) + r0 * dq.ld, dq.ld);
+        gemm('T', 'N', n, p.E, m, p.scale, dp, n, qb, p.q.ld, 1.0f, dk.mut(b, hk), dk.ld);
       }
     }
   });

@@ -12,7 +12,7 @@ import os
 import torch
 
 from . import _C  # loads libopenreg_core: kernels, allocator, hooks, guard
-from . import _autograd_exit, tuning
+from . import _autograd_exit, backend_meta, tuning
 from . import device_module as _device_module
 
 __all__ = ["stats", "reset_stats", "info", "engines_available", "cmake_prefix_path", "include_dir"]
@@ -39,6 +39,7 @@ def _register() -> None:
 
 _register()
 _autograd_exit.install()
+backend_meta.install()  # backend metadata kept through FakeTensor conversion
 tuning.apply_at_import()
 
 

@@ -158,6 +158,12 @@ def _where(r):
     return lambda: torch.where(c, a, b)
 
 
+@op("sdpa 2x4x128x32", "F.scaled_dot_product_attention(q, k, v); q, k, v: 2x4x128x32")
+def _sdpa(r):
+    q, k, v = r.randn(2, 4, 128, 32), r.randn(2, 4, 128, 32), r.randn(2, 4, 128, 32)
+    return lambda: F.scaled_dot_product_attention(q, k, v)
+
+
 # --------------------------------------------------------- child: measuring
 
 def loop_ns(fn, n, sync):

@@ -140,7 +140,7 @@ void compute_and_store(const OpEntry& e, const openreg_call& call) {
   };
   for (const auto& ret : stack) {
     if (ret.isTensor()) emit(ret.toTensor());
-    else if (ret.isNone()) emit(at::Tensor());
+    else if (ret.isNone() || ret.isInt()) emit(at::Tensor());  // an int return has no output (max_q)
     else if (ret.isTensorList()) for (const auto& t : ret.toTensorList()) emit(t);
     else TORCH_CHECK(false, "aten_ref: ", e.name, " returned a ", ret.tagKind(), ", not a tensor");
   }

@@ -12,6 +12,7 @@
 namespace onednn_engine {
 
 void register_optim_ops(openreg::sdk::EngineDef& e);  // ops_optim.cpp
+void register_attention_ops(openreg::sdk::EngineDef& e, const std::function<sdk::Kernel(sdk::Kernel)>& guard);  // ops_attention.cpp
 
 namespace {
 dnnl::engine* g_engine = nullptr;
@@ -235,6 +236,7 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     // ---- the optimizer step: fused Adam/AdamW/SGD and _foreach_ lists (ops_optim.cpp)
     oe::register_optim_ops(e);
     sdk::rnn::register_ops(e);  // the fused LSTM/GRU cells (openreg/sdk/rnn.hpp)
+    oe::register_attention_ops(e, oe::guarded);  // the overrideable fused attention ops
     e.op("aten::mkldnn_rnn_layer", {f32}, oe::guarded(oe::lstm_layer));
 
     e.on_init([](const sdk::Host& h) {

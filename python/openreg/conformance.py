@@ -65,6 +65,8 @@ DEFAULT_OPS = (
     "aten::max_pool2d_with_indices", "aten::max_pool2d_with_indices_backward",
     "aten::native_batch_norm", "aten::native_batch_norm_backward", "aten::fill_.Scalar",
     "aten::zero_", "aten::clone", "aten::copy_",
+    "aten::_scaled_dot_product_fused_attention_overrideable",
+    "aten::_scaled_dot_product_fused_attention_overrideable_backward",
 )
 
 # (rtol, atol) per dtype: elementwise ops, then ops that accumulate (matmul,

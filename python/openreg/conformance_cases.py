@@ -207,6 +207,7 @@ def family_for(op):
     from . import conformance_cases_misc  # noqa: F401
     from . import conformance_cases_optim  # noqa: F401
     from . import conformance_cases_rnn  # noqa: F401
+    from . import conformance_cases_attention  # noqa: F401
 
     return FAMILIES.get(_root(op))
 

@@ -1039,6 +1039,70 @@ std::vector<Case> rnn_cell(const Name& n, openreg_dtype d) {
   return cases;
 }
 
+// ------------------------------------------------------------ fused attention
+
+// _scaled_dot_product_fused_attention_overrideable(q, k, v, attn_bias?, dropout_p,
+// is_causal, return_debug_mask, *, scale?) and its _backward(grad_out, q, k, v,
+// attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k,
+// dropout_p, is_causal, philox_seed, philox_offset, *, scale?): no mask, a scale,
+// causal, bool and float masks broadcast over heads or batch, grouped key/value heads,
+// gapped operands (which engines may decline). The backward's logsumexp is any value:
+// every implementation rebuilds the probabilities from the one it is given
+// (engines/aten_ref/attention_cpu.cpp). Bool masks only where S is long enough that
+// no row is fully masked (its logsumexp is +inf, which the comparison cannot take).
+std::vector<Case> attention(const Name& n, openreg_dtype d) {
+  const bool backward = n.root.find("backward") != std::string::npos;
+  struct Dims {
+    std::string label;
+    int64_t b, h, hk, L, S, E, Ev;
+    Layout layout;
+  };
+  const std::vector<Dims> shapes{{"2x3, L 7, S 5, E 11, Ev 13", 2, 3, 3, 7, 5, 11, 13, Layout::Contiguous},
+                                 {"2x2, L = S = 37", 2, 2, 2, 37, 37, 16, 16, Layout::Contiguous},
+                                 {"grouped heads 4 over 2, L 70, S 23", 2, 4, 2, 70, 23, 8, 8, Layout::Contiguous},
+                                 {"strided+offset 2x2x7x5", 2, 2, 2, 7, 5, 6, 6, Layout::Gapped}};
+  enum Mask { kNone, kBool, kFloat };
+  struct Variant {
+    std::string label;
+    Mask mask;
+    bool causal;
+    double scale;  // NaN: none
+  };
+  const double none = std::nan("");
+  const std::vector<Variant> variants{{"no mask", kNone, false, none},        {"scale 0.3", kNone, false, 0.3},
+                                      {"causal", kNone, true, none},          {"float mask [B, 1, L, S]", kFloat, false, none},
+                                      {"bool mask [1, H, L, S]", kBool, false, none}};
+  std::vector<Case> cases;
+  for (const Dims& s : shapes) {
+    for (const Variant& v : variants) {
+      if (v.mask == kBool && s.S < 20) continue;
+      Builder b(s.label + ", " + v.label);
+      if (backward) b.tensor(T(d, {s.b, s.h, s.L, s.Ev}, s.layout));
+      b.tensor(T(d, {s.b, s.h, s.L, s.E}, s.layout, Domain::Unit)).tensor(T(d, {s.b, s.hk, s.S, s.E}, s.layout, Domain::Unit));
+      b.tensor(T(d, {s.b, s.hk, s.S, s.Ev}, s.layout));
+      const TensorSpec mask = v.mask == kBool ? T(dt::bool_, {1, s.h, s.L, s.S}) : T(d, {s.b, 1, s.L, s.S});
+      b.optional_tensor(v.mask != kNone, mask);
+      const Arg scale = std::isnan(v.scale) ? Arg::none() : Arg::real(v.scale);
+      if (!backward) {
+        b.arg(Arg::real(0.0)).arg(Arg::boolean(v.causal)).arg(Arg::boolean(false)).arg(scale);
+        b.c.num_outputs = 9;  // out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, seed, offset, debug mask
+      } else {
+        b.arg(Arg::bool_list({1, 1, 1, v.mask != kNone ? 1 : 0}));
+        b.tensor(T(d, {s.b, s.h, s.L, s.Ev})).tensor(T(dt::float32, {s.b, s.h, s.L}, Layout::Contiguous, Domain::Unit));
+        b.arg(Arg::none()).arg(Arg::none()).arg(Arg::integer(s.L)).arg(Arg::integer(s.S)).arg(Arg::real(0.0));
+        b.arg(Arg::boolean(v.causal)).tensor(T(dt::int64, {})).tensor(T(dt::int64, {})).arg(scale);
+        b.c.num_outputs = 4;
+      }
+      // Sums over the keys; the backward chains two products and a difference
+      // (dP - rowsum(P dP)) of terms larger than the result, and its logsumexp being
+      // any value, probabilities up to e^4: float32 differs in the 5th digit there.
+      b.c.tol_scale = backward ? 50 : 10;
+      cases.push_back(b.done());
+    }
+  }
+  return cases;
+}
+
 // mkldnn_rnn_layer(input [T, B, I], w_ih, w_hh, b_ih, b_hh, hx [B, H], cx [B, H],
 // reverse, batch_sizes, mode=2 (LSTM), hidden_size, num_layers=1, has_biases,
 // bidirectional=False, batch_first=False, train=False): a whole LSTM layer
@@ -1119,6 +1183,9 @@ const std::map<std::string, FamilyInfo>& families() {
     for (const char* op : {"_thnn_fused_lstm_cell", "_thnn_fused_lstm_cell_backward_impl", "_thnn_fused_gru_cell",
                            "_thnn_fused_gru_cell_backward"})
       t[op] = {rnn_cell, &kFloats};  // fused RNN cells
+    for (const char* op : {"_scaled_dot_product_fused_attention_overrideable",
+                           "_scaled_dot_product_fused_attention_overrideable_backward"})
+      t[op] = {attention, &kFloats};
     t["mkldnn_rnn_layer"] = {lstm_layer, &kFloat32};
     return t;
   }();

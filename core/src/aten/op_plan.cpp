@@ -97,7 +97,9 @@ std::unique_ptr<OpPlan> make_plan(const c10::FunctionSchema& schema) {
     if (info && !info->isWrite()) refuse("returns a view");
     const bool list = r.type()->kind() == c10::TypeKind::ListType &&
                       is_tensor_type(r.type()->castRaw<c10::ListType>()->getElementType());
-    if (!is_tensor_type(r.type()) && !list) refuse("returns a " + r.type()->str());
+    // An int return (SymInt max_q of the fused attention ops) comes from the Meta kernel.
+    const bool int_return = r.type()->kind() == c10::TypeKind::IntType || r.type()->kind() == c10::TypeKind::SymIntType;
+    if (!is_tensor_type(r.type()) && !list && !int_return) refuse("returns a " + r.type()->str());
     if (alias < 0 && info && info->isWrite()) refuse("mutates a list argument");
     plan->return_alias.push_back(alias);
   }

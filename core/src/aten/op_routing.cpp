@@ -306,7 +306,8 @@ namespace {
 //    CompositeExplicitAutogradNonFunctional wrapper (add.Tensor would become
 //    empty + add.out): engines see aten::add.Tensor, one call instead of two;
 //  - ops whose composite kernel sends unknown backends to *_overrideable stubs
-//    that only raise (convolution, convolution_backward);
+//    that only raise (convolution, convolution_backward), and the overrideable
+//    fused attention ops, whose CompositeExplicitAutograd kernel is such a stub;
 //  - native_layer_norm, whose CompositeExplicitAutograd kernel would split it
 //    into native_batch_norm + addcmul, so engines never saw a layer norm;
 //  - the _foreach_* ops, whose CompositeExplicitAutograd loop would send the
@@ -323,7 +324,9 @@ struct RegisterDirectRoutes {
       bool structured = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
                         op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
       bool overrideable = name.name == "aten::convolution" || name.name == "aten::convolution_backward" ||
-                          name.name == "aten::native_layer_norm";
+                          name.name == "aten::native_layer_norm" ||
+                          name.name == "aten::_scaled_dot_product_fused_attention_overrideable" ||
+                          name.name == "aten::_scaled_dot_product_fused_attention_overrideable_backward";
       if (!structured && !overrideable && !wants_composite_route(*op)) continue;
       if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
       std::string full = name.name.substr(6);

@@ -178,6 +178,9 @@ std::shared_ptr<const OutputPlan> run_meta(const c10::OperatorHandle& op, c10::A
       if (m.toTensor().defined()) rg.tensors.push_back(geometry_of(m.toTensor()));
     } else if (m.isNone()) {
       rg.kind = ReturnGeometry::kNone;
+    } else if (m.isInt()) {
+      rg.kind = ReturnGeometry::kInt;
+      rg.value = m.toInt();
     } else {
       rg.kind = ReturnGeometry::kList;
       for (const auto& item : m.toTensorList()) rg.tensors.push_back(geometry_of(item));
@@ -263,6 +266,10 @@ void allocate_outputs(const OutputPlan& m, c10::ArrayRef<c10::IValue> args, cons
       }
       case ReturnGeometry::kNone:
         returns->emplace_back();
+        flat->emplace_back();
+        break;
+      case ReturnGeometry::kInt:  // no output for engines: an absent slot keeps the numbering
+        returns->emplace_back(rg.value);
         flat->emplace_back();
         break;
       case ReturnGeometry::kUndefined:  // a Tensor return left out (output_mask)

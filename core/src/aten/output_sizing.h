@@ -18,14 +18,16 @@ struct OpPlan;
 
 // The outputs one Meta call produced: per schema return, either the mutable
 // argument it writes (with the sizes the Meta kernel resized it to), None, an
-// undefined tensor, a tensor, or a list of tensors.
+// undefined tensor, a tensor, a list of tensors, or an int (a SymInt return whose
+// value the Meta kernel gives: the fused attention ops' max_q/max_k).
 struct OutputGeometry {
   c10::SmallVector<int64_t, 6> sizes, strides;
   at::ScalarType dtype = at::ScalarType::Undefined;
 };
 struct ReturnGeometry {
-  enum Kind { kWritten, kNone, kUndefined, kTensor, kList } kind = kNone;
+  enum Kind { kWritten, kNone, kUndefined, kTensor, kList, kInt } kind = kNone;
   std::vector<OutputGeometry> tensors;  // one for kWritten/kTensor, any number for kList
+  int64_t value = 0;                    // kInt
 };
 struct OutputPlan {
   bool dynamic = false;  // no Meta kernel, or the shapes depend on the data: the engine sizes

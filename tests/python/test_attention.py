@@ -1,0 +1,237 @@
+"""Fused attention on the device: F.scaled_dot_product_attention through the engines.
+
+On openreg, ``_fused_sdp_choice`` picks SDPBackend.OVERRIDEABLE when the engine chain
+serves ``aten::_scaled_dot_product_fused_attention_overrideable`` for the inputs
+(core/src/aten/attention.cpp), so SDPA runs as that op and, in backward,
+``_scaled_dot_product_fused_attention_overrideable_backward``, each one engine call
+(onednn natively, aten_ref as the math reference when it is the whole chain).
+Otherwise (dropout, a chain whose native engines lack the op, such as eigen's) it
+takes ATen's math path. Everything is compared with torch CPU; the suite runs once
+per engine (pytest --engine / OPENREG_ENGINE).
+"""
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+FWD = "aten::_scaled_dot_product_fused_attention_overrideable"
+BWD = "aten::_scaled_dot_product_fused_attention_overrideable_backward"
+
+
+def _fused_chain(openreg):
+    """Whether this chain takes the fused op for float32: an engine implements it
+    (onednn), or the reference engine is the whole chain."""
+    chain = openreg.info()["chain"]
+    return "onednn" in chain or chain == ["aten_ref"]
+
+
+def _qkv(b=2, h=4, L=37, S=29, E=16, Ev=12, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(b, h, L, E, generator=g), torch.randn(b, h, S, E, generator=g),
+            torch.randn(b, h, S, Ev, generator=g))
+
+
+def _bool_mask(shape, seed=1):
+    m = torch.rand(shape, generator=torch.Generator().manual_seed(seed)) > 0.4
+    m[..., 0] = True  # no fully masked row
+    return m
+
+
+CASES = {
+    "no mask": dict(),
+    "causal": dict(is_causal=True),
+    "causal, L > S": dict(is_causal=True),
+    "bool mask [1, H, L, S]": dict(attn_mask=lambda L, S: _bool_mask((1, 4, L, S))),
+    "bool padding mask [B, 1, 1, S]": dict(attn_mask=lambda L, S: _bool_mask((2, 1, 1, S))),
+    "float mask [B, 1, L, S]": dict(attn_mask=lambda L, S: torch.randn(2, 1, L, S)),
+    "float mask [L, S]": dict(attn_mask=lambda L, S: torch.randn(L, S)),
+    "scale 0.3": dict(scale=0.3),
+    "float mask and scale": dict(attn_mask=lambda L, S: torch.randn(2, 4, L, S), scale=0.7),
+}
+
+
+def _run(openreg, name):
+    kw = dict(CASES[name])
+    L, S = (37, 23) if name == "causal, L > S" else (37, 37) if kw.get("is_causal") else (37, 29)
+    q, k, v = _qkv(L=L, S=S)
+    if callable(kw.get("attn_mask")):
+        kw["attn_mask"] = kw["attn_mask"](L, S)
+    cpu = [t.clone().requires_grad_() for t in (q, k, v)]
+    dev = [t.to("openreg").requires_grad_() for t in (q, k, v)]
+    dev_kw = {key: (val.to("openreg") if isinstance(val, torch.Tensor) else val) for key, val in kw.items()}
+    grad = torch.randn(2, 4, L, 12, generator=torch.Generator().manual_seed(2))
+    openreg.reset_stats()
+    out_cpu = F.scaled_dot_product_attention(*cpu, **kw)
+    out_dev = F.scaled_dot_product_attention(*dev, **dev_kw)
+    out_cpu.backward(grad)
+    out_dev.backward(grad.to("openreg"))
+    torch.openreg.synchronize()
+    return out_cpu, out_dev, cpu, dev, openreg.stats()
+
+
+def test_fused_sdp_choice_is_overrideable(openreg):
+    q, k, v = (t.to("openreg") for t in _qkv())
+    want = (SDPBackend.OVERRIDEABLE if _fused_chain(openreg) else SDPBackend.MATH).value
+    assert torch._fused_sdp_choice(q, k, v) == want
+    assert torch._fused_sdp_choice(q, k, v, is_causal=True) == want
+    mask = torch.zeros(37, 29, device="openreg")
+    assert torch._fused_sdp_choice(q, k, v, mask, scale=0.5) == want
+
+
+@pytest.mark.parametrize("why,call", [
+    ("dropout", lambda q, k, v: torch._fused_sdp_choice(q, k, v, dropout_p=0.1)),
+    ("3-d inputs", lambda q, k, v: torch._fused_sdp_choice(q[0], k[0], v[0])),
+    ("grouped heads", lambda q, k, v: torch._fused_sdp_choice(q, k[:, :2], v[:, :2], enable_gqa=True)),
+    ("mask and is_causal", lambda q, k, v: torch._fused_sdp_choice(
+        q, k, v, torch.zeros(37, 29, device="openreg"), is_causal=True)),
+    ("integer mask dtype", lambda q, k, v: torch._fused_sdp_choice(
+        q, k, v, torch.zeros(37, 29, device="openreg", dtype=torch.int32))),
+])
+def test_fused_sdp_choice_is_math_for_inputs_the_fused_op_does_not_take(openreg, why, call):
+    q, k, v = (t.to("openreg") for t in _qkv())
+    assert call(q, k, v) == SDPBackend.MATH.value, why
+
+
+def test_sdpa_kernel_context_is_respected(openreg):
+    if not _fused_chain(openreg):
+        pytest.skip("this chain takes the math path anyway")
+    q, k, v = (t.to("openreg") for t in _qkv())
+    with sdpa_kernel(SDPBackend.MATH):
+        assert torch._fused_sdp_choice(q, k, v) == SDPBackend.MATH.value
+    with sdpa_kernel(SDPBackend.OVERRIDEABLE):
+        assert torch._fused_sdp_choice(q, k, v) == SDPBackend.OVERRIDEABLE.value
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_sdpa_forward_and_backward_match_cpu(openreg, assert_close_cpu, name):
+    out_cpu, out_dev, cpu, dev, stats = _run(openreg, name)
+    assert_close_cpu(out_dev, out_cpu, atol=1e-5, rtol=1e-4)
+    for label, d, c in zip("qkv", dev, cpu):
+        assert_close_cpu(d.grad, c.grad, atol=1e-5, rtol=1e-4, msg=f"grad of {label}")
+    if _fused_chain(openreg):  # one engine call each way, not the decomposition
+        assert sum(stats.get(FWD, {}).values()) == 1, stats
+        assert sum(stats.get(BWD, {}).values()) == 1, stats
+        assert "aten::bmm" not in stats and "aten::_softmax" not in stats, stats
+    else:
+        assert FWD not in stats, stats
+
+
+def test_fully_masked_rows_give_zeros_as_cpu(openreg, assert_close_cpu):
+    """Padded generation (GPT-2, LLaMA) masks every key of some rows: CPU gives 0
+    there, and zero gradients."""
+    q, k, v = _qkv(L=9, S=7)
+    mask = _bool_mask((2, 1, 9, 7))
+    mask[0, 0, 3] = False
+    cpu = [t.clone().requires_grad_() for t in (q, k, v)]
+    dev = [t.to("openreg").requires_grad_() for t in (q, k, v)]
+    out_cpu = F.scaled_dot_product_attention(*cpu, attn_mask=mask)
+    out_dev = F.scaled_dot_product_attention(*dev, attn_mask=mask.to("openreg"))
+    out_cpu.sum().backward()
+    out_dev.sum().backward()
+    assert_close_cpu(out_dev, out_cpu, atol=1e-5, rtol=1e-4)
+    for d, c in zip(dev, cpu):
+        assert_close_cpu(d.grad, c.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_heads_transposed_layout_and_expanded_gradient(openreg, assert_close_cpu):
+    """(B, L, H, E).transpose(1, 2) operands, as nn.MultiheadAttention makes them, and
+    the expanded gradient of out.sum()."""
+    q, k, v = _qkv()
+    cpu = [t.transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v)]
+    dev = [t.detach().to("openreg").requires_grad_() for t in cpu]
+    out_cpu = F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in cpu), is_causal=False)
+    out_dev = F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in dev), is_causal=False)
+    out_cpu.sum().backward()
+    out_dev.sum().backward()
+    assert_close_cpu(out_dev, out_cpu, atol=1e-5, rtol=1e-4)
+    for d, c in zip(dev, cpu):
+        assert_close_cpu(d.grad, c.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_dropout_takes_the_math_path(openreg):
+    q, k, v = (t.to("openreg") for t in _qkv())
+    openreg.reset_stats()
+    out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    torch.openreg.synchronize()
+    assert out.shape == (2, 4, 37, 12) and bool(torch.isfinite(out.cpu()).all())
+    assert FWD not in openreg.stats()
+
+
+def test_the_fused_op_refuses_dropout_with_a_clear_error(openreg):
+    q, k, v = (t.to("openreg") for t in _qkv())
+    with pytest.raises(NotImplementedError, match="dropout_p > 0 is not supported"):
+        torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v, None, 0.5)
+        torch.openreg.synchronize()
+
+
+@pytest.mark.parametrize("engine,fallback,want", [
+    ("eigen", "none", SDPBackend.MATH),        # no engine has the op
+    ("eigen", "aten_ref", SDPBackend.MATH),    # only the reference, behind a native engine
+    ("aten_ref", "aten_ref", SDPBackend.OVERRIDEABLE),
+    ("onednn", "none", SDPBackend.OVERRIDEABLE),
+])
+def test_the_choice_follows_the_chain(run_python, engine, fallback, want):
+    code = (
+        "import torch, openreg\n"
+        "import torch.nn.functional as F\n"
+        "q = torch.randn(2, 4, 8, 16)\n"
+        "d = q.to('openreg')\n"
+        "print(torch._fused_sdp_choice(d, d, d))\n"
+        "out = F.scaled_dot_product_attention(d, d, d)\n"
+        "print(float((out.cpu() - F.scaled_dot_product_attention(q, q, q)).abs().max()))\n"
+    )
+    proc = run_python(code, env_extra={"OPENREG_ENGINE": engine, "OPENREG_FALLBACK": fallback})
+    assert proc.returncode == 0, proc.stderr
+    choice, err = proc.stdout.split()
+    assert int(choice) == want.value
+    assert float(err) < 1e-5
+
+
+def _train_step(model, inputs, target):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = model(*inputs)
+    out = out[0] if isinstance(out, tuple) else out
+    loss = (out - target).pow(2).mean()
+    loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    opt.step()
+    return loss, out, grads
+
+
+@pytest.mark.parametrize("kind", ["TransformerEncoderLayer", "MultiheadAttention"])
+def test_training_step_matches_cpu(openreg, assert_close_cpu, kind):
+    torch.manual_seed(0)
+    if kind == "TransformerEncoderLayer":
+        ref = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True)
+        x = torch.randn(3, 17, 32)
+        mask = nn.Transformer.generate_square_subsequent_mask(17)
+        inputs, dev_inputs = (x, mask), (x.to("openreg"), mask.to("openreg"))
+    else:
+        ref = nn.MultiheadAttention(32, 4, batch_first=True)
+        x, y = torch.randn(3, 17, 32), torch.randn(3, 11, 32)
+        pad = torch.zeros(3, 11, dtype=torch.bool)
+        pad[0, 7:] = True  # a padded sequence
+        # need_weights=False: with weights asked for, MHA computes them itself, not through SDPA.
+        inputs = (x, y, y, pad, False)
+        dev_inputs = tuple(t.to("openreg") for t in inputs[:4]) + (False,)
+    torch.manual_seed(1)  # other initial weights, then the reference's loaded
+    dev = (nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True)
+           if kind == "TransformerEncoderLayer" else nn.MultiheadAttention(32, 4, batch_first=True))
+    dev.load_state_dict(ref.state_dict())
+    dev.to("openreg")
+    target = torch.randn(3, 17, 32)
+    openreg.reset_stats()
+    loss_c, out_c, grads_c = _train_step(ref, inputs, target)
+    loss_d, out_d, grads_d = _train_step(dev, dev_inputs, target.to("openreg"))
+    torch.openreg.synchronize()
+    stats = openreg.stats()
+    if _fused_chain(openreg):
+        assert sum(stats.get(FWD, {}).values()) >= 1 and sum(stats.get(BWD, {}).values()) >= 1, stats
+    assert_close_cpu(loss_d, loss_c, atol=1e-6, rtol=1e-5)
+    assert_close_cpu(out_d, out_c, atol=1e-5, rtol=1e-4)
+    for n, g in grads_c.items():
+        assert_close_cpu(grads_d[n], g, atol=1e-5, rtol=1e-4, msg=f"grad of {n}")
+    for (n, p_d), (_, p_c) in zip(dev.named_parameters(), ref.named_parameters()):
+        assert_close_cpu(p_d, p_c, atol=1e-5, rtol=1e-4, msg=f"updated {n}")

@@ -13,6 +13,7 @@ import torch
 
 from . import _C  # loads libopenreg_core: kernels, allocator, hooks, guard
 from . import _autograd_exit, tuning
+from . import compile as _compile
 from . import device_module as _device_module
 
 __all__ = ["stats", "reset_stats", "info", "engines_available", "cmake_prefix_path", "include_dir"]
@@ -40,6 +41,7 @@ def _register() -> None:
 _register()
 _autograd_exit.install()
 tuning.apply_at_import()
+_compile.install()  # Dynamo/Inductor registration, when torch._dynamo is imported
 
 
 def stats() -> dict:

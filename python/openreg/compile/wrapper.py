@@ -1,0 +1,39 @@
+"""The Python wrapper Inductor generates for an openreg graph.
+
+Generated C++ kernels run on the calling thread, while openreg's ops run on the
+execution queue's worker behind it (docs/design.md, "torch.compile"). Before each
+generated kernel the wrapper waits for the queue: the kernel then reads what queued ops
+wrote, no queued op still reads memory the kernel reuses, and the ops enqueued after it
+run after it.
+"""
+
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+
+DEVICE = "openreg"
+
+
+class _OpenRegKernelCalls:
+    """Kernel calls of an openreg graph: a wait for the queue, then the C++ kernel."""
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.imports.splice("from openreg.compile.runtime import wait_for_device_work", strip=True)
+
+    def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
+        if device is not None and device.type == DEVICE and not triton:
+            self.writeline("wait_for_device_work()")
+            self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+            return
+        super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
+
+
+class OpenRegSubgraphWrapperCodegen(_OpenRegKernelCalls, SubgraphPythonWrapperCodegen):
+    pass
+
+
+class OpenRegPythonWrapperCodegen(_OpenRegKernelCalls, PythonWrapperCodegen):
+    @staticmethod
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        if is_subgraph:
+            return OpenRegSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+        return OpenRegPythonWrapperCodegen()

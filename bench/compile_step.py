@@ -116,13 +116,11 @@ def report_lines(times, args, machine, chain, version):
 
 
 def parse_args(argv=None):
-    import model_zoo
-
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--engine", default=None, help="engine name or library path (default: the default chain)")
     p.add_argument("--models", default=None,
                    help="comma-separated model names (default: " + ", ".join(MODELS) + "): any of "
-                        + ", ".join(model_zoo.MODELS))
+                        "bench/model_zoo.py's")
     p.add_argument("--threads", default="1,2", help="comma-separated torch.set_num_threads values (default 1,2)")
     p.add_argument("--rounds", type=int, default=None, help="rounds per side (default 7; 1 with --quick)")
     p.add_argument("--steps", type=int, default=None, help="steps per round (default 5; 1 with --quick)")
@@ -132,6 +130,11 @@ def parse_args(argv=None):
     p.add_argument("--json", default=None, metavar="PATH", help="write every round's figures here")
     p.add_argument("--markdown", default=None, metavar="PATH", help="write the report as markdown here")
     args = p.parse_args(argv)
+    if args.engine:  # before openreg is imported (model_zoo imports it) and the device used
+        os.environ["OPENREG_ENGINE"] = args.engine
+        os.environ.setdefault("OPENREG_ROUTES", "off")
+    import model_zoo
+
     default_models = "digits CNN" if args.quick else ",".join(MODELS)
     args.models = [m.strip() for m in (args.models or default_models).split(",") if m.strip()]
     unknown = [m for m in args.models if m not in model_zoo.MODELS]
@@ -144,9 +147,6 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.engine:  # read when the device is first used, below
-        os.environ["OPENREG_ENGINE"] = args.engine
-        os.environ.setdefault("OPENREG_ROUTES", "off")
     import torch
     import openreg
 

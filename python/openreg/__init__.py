@@ -41,7 +41,7 @@ def _register() -> None:
 _register()
 _autograd_exit.install()
 tuning.apply_at_import()
-_compile.install()  # Dynamo/Inductor registration, when torch._dynamo is imported
+_compile.install(_device_module)  # torch.compile: registered when Dynamo and Inductor start (compile/__init__.py)
 
 
 def stats() -> dict:

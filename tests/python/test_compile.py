@@ -120,7 +120,7 @@ def test_generated_kernels_run_on_device_memory(openreg):
     assert "device='openreg'" in code, code
     assert "cpp_fused_" in code, code
     call = code[code.index("def call("):]
-    assert "wait_for_device_work()\n" in call and call.index("wait_for_device_work()") < call.index("cpp_fused_")
+    assert "wait_for_device_work(0)\n" in call and call.index("wait_for_device_work(0)") < call.index("cpp_fused_")
     assert out.device.type == DEVICE
     torch.testing.assert_close(out.cpu(), _scaled_gelu_sum(a, b))
 
@@ -144,6 +144,19 @@ def test_queued_ops_after_a_kernel_see_its_result(openreg):
     y = f(x.to(DEVICE))
     z = slow(y)
     torch.testing.assert_close(z.cpu(), slow(x.sin() * 2), rtol=1e-4, atol=1e-5)
+
+
+def test_async_error_of_queued_work_is_raised_before_a_kernel(openreg):
+    # An out-of-range index fails on the worker; the compiled kernel that would read
+    # the result raises that error instead (as a synchronisation point does).
+    f = torch.compile(lambda x: x * 2 + 1)
+    f(torch.randn(3, 3, device=DEVICE))
+    weight = torch.randn(5, 3, device=DEVICE)
+    index = torch.tensor([0, 7, 2], device=DEVICE)
+    with pytest.raises((IndexError, RuntimeError), match="index"):
+        f(torch.index_select(weight, 0, index))
+    torch.openreg.synchronize()  # reported once: the device works afterwards
+    torch.testing.assert_close(f(torch.ones(3, 3, device=DEVICE)).cpu(), torch.full((3, 3), 3.0))
 
 
 # --------------------------------------------- recompilation, graph breaks, autocast

@@ -4,7 +4,8 @@ Generated C++ kernels run on the calling thread, while openreg's ops run on the
 execution queue's worker behind it (docs/design.md, "torch.compile"). Before each
 generated kernel the wrapper waits for the queue: the kernel then reads what queued ops
 wrote, no queued op still reads memory the kernel reuses, and the ops enqueued after it
-run after it.
+run after it. A queued op's asynchronous error is raised there, before the kernel reads
+its output.
 """
 
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
@@ -21,7 +22,8 @@ class _OpenRegKernelCalls:
 
     def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
         if device is not None and device.type == DEVICE and not triton:
-            self.writeline("wait_for_device_work()")
+            index = device.index if device.index is not None else 0
+            self.writeline(f"wait_for_device_work({index})")
             self.writeline(self.wrap_kernel_call(kernel_name, call_args))
             return
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)

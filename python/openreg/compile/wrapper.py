@@ -9,6 +9,7 @@ its output.
 """
 
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.virtualized import V
 
 DEVICE = "openreg"
 
@@ -21,7 +22,8 @@ class _OpenRegKernelCalls:
         self.imports.splice("from openreg.compile.runtime import wait_for_device_work", strip=True)
 
     def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
-        if device is not None and device.type == DEVICE and not triton:
+        device = device or V.graph.get_current_device_or_throw()
+        if device.type == DEVICE and not triton:
             index = device.index if device.index is not None else 0
             self.writeline(f"wait_for_device_work({index})")
             self.writeline(self.wrap_kernel_call(kernel_name, call_args))

@@ -14,6 +14,12 @@ a slow path: a non-contiguous or broadcast operand, or a fallback (the engine
 that served the op's device calls is named). The profiler adds its own cost to
 both sides alike; bench/models.py gives the step's real ratio.
 
+The device side runs with OPENREG_LAUNCH_BLOCKING=1, each op where it is called:
+asynchronously an op's event on the calling thread would time only its enqueueing.
+An op's device time is its own self time plus the engine call it made, which the
+profiler records as a nested ``openreg::<engine>::<op>`` event (core/src/runtime/
+profiler.h).
+
 ``--summary``: for every model (or ``--models``) and both modes, a markdown table
 of the device's five costliest ops (self time per step) and the ops that fell back
 to the reference engine (aten_ref), the device side only.
@@ -43,12 +49,16 @@ def per_op(model_zoo, model, mode, device, steps, by_op):
         step().item()
     n = steps + 1
     served = openreg.stats()
-    rows = {}
-    for e in prof.key_averages(group_by_input_shape=not by_op):
-        if not e.key.startswith("aten::"):
+    totals = {}  # key -> [us, calls, op]
+    for e in prof.events():
+        if not e.name.startswith("aten::"):
             continue
-        key = e.key if by_op else f"{e.key} {e.input_shapes}"
-        rows[key] = (e.self_cpu_time_total / n, e.count / n, e.key)
+        key = e.name if by_op else f"{e.name} {e.input_shapes}"
+        engine_us = sum(c.cpu_time_total for c in e.cpu_children if c.name.startswith("openreg::"))
+        row = totals.setdefault(key, [0.0, 0, e.name])
+        row[0] += e.self_cpu_time_total + engine_us
+        row[1] += 1
+    rows = {key: (us / n, calls / n, op) for key, (us, calls, op) in totals.items()}
     return rows, served
 
 
@@ -86,6 +96,7 @@ def main():
     args = p.parse_args()
     if args.engine:  # before openreg is imported (model_zoo imports it)
         os.environ["OPENREG_ENGINE"] = args.engine
+    os.environ["OPENREG_LAUNCH_BLOCKING"] = "1"  # events time the work (module docstring)
     import model_zoo
 
     models = args.models.split(",") if args.summary and args.models else [args.model]

@@ -235,6 +235,7 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     // ---- the optimizer step: fused Adam/AdamW/SGD and _foreach_ lists (ops_optim.cpp)
     oe::register_optim_ops(e);
     sdk::rnn::register_ops(e);  // the fused LSTM/GRU cells (openreg/sdk/rnn.hpp)
+    e.op("aten::mkldnn_rnn_layer", {f32}, oe::guarded(oe::lstm_layer));
 
     e.on_init([](const sdk::Host& h) {
       oe::g_host = h;

@@ -199,3 +199,32 @@ def _gru_backward_cases(ctx):
             cases.append(Case(f"{label}, has_bias={has_bias}", _operand(ctx, b, h, layout),
                               _gru_workspace(ctx, b, h, layout), has_bias))
     return cases
+
+
+@register("mkldnn_rnn_layer", accumulates=True)
+def _lstm_layer_cases(ctx):
+    """A whole LSTM layer without backward, as core calls it for a float32
+    nn.LSTM under no_grad: (input [T, B, I], w_ih, w_hh, b_ih, b_hh, hx [B, H],
+    cx [B, H], reverse, batch_sizes, mode=2, hidden_size, num_layers=1,
+    has_biases, bidirectional=False, batch_first=False, train=False).
+
+    The reference is torch CPU's own kernel (oneDNN's RNN primitive). It reads
+    every operand as contiguous and time-major (a strided input gives wrong
+    values, batch_first=True crashes it): core sends nothing else, so the cases
+    have nothing else. The workspace output is left open (its size is the CPU
+    kernel's business; the Meta kernel sizes it empty)."""
+
+    def layer(label, t, b, i, h, *, reverse=False, biases=True):
+        # Without has_biases the bias operands are ignored (random here, to check that).
+        weights = tuple(ctx.t(*shape, grad=False) for shape in ((4 * h, i), (4 * h, h), (4 * h,), (4 * h,)))
+        state = (ctx.t(b, h, grad=False), ctx.t(b, h, grad=False))
+        return Case(label, ctx.t(t, b, i, grad=False), *weights, *state, reverse, [], 2, h, 1, biases, False, False,
+                    False, loose=(3,))
+
+    return [
+        layer("6x5x9, hidden 7", 6, _B, 9, _H),
+        layer("6x5x9, hidden 7, reverse", 6, _B, 9, _H, reverse=True),
+        layer("6x5x9, hidden 7, has_biases=False", 6, _B, 9, _H, biases=False),
+        layer("one step, batch of one", 1, 1, 9, 13),
+        layer("20x64x32, hidden 40 (parallel path)", 20, 64, 32, 40),
+    ]

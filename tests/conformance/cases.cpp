@@ -53,6 +53,7 @@ bool is_float(openreg_dtype d) { return d.code == OPENREG_DTYPE_CODE_FLOAT || d.
 
 const std::vector<openreg_dtype> kFloats{dt::float32, dt::float64, dt::bfloat16, dt::float16};
 const std::vector<openreg_dtype> kNumeric{dt::float32, dt::float64, dt::bfloat16, dt::float16, dt::int64, dt::int32};
+const std::vector<openreg_dtype> kFloat32{dt::float32};  // CPU's whole-layer LSTM kernel
 const std::vector<openreg_dtype> kBool{dt::bool_};  // where: the condition's dtype routes it
 const std::vector<openreg_dtype> kAll{dt::float32, dt::float64, dt::bfloat16, dt::float16, dt::int64, dt::int32, dt::bool_};
 
@@ -1038,6 +1039,34 @@ std::vector<Case> rnn_cell(const Name& n, openreg_dtype d) {
   return cases;
 }
 
+// mkldnn_rnn_layer(input [T, B, I], w_ih, w_hh, b_ih, b_hh, hx [B, H], cx [B, H],
+// reverse, batch_sizes, mode=2 (LSTM), hidden_size, num_layers=1, has_biases,
+// bidirectional=False, batch_first=False, train=False): a whole LSTM layer
+// without backward, as core sends it. Operands contiguous and time-major, as
+// the reference (CPU's kernel) requires; the workspace is implementation-defined.
+std::vector<Case> lstm_layer(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  auto add = [&](std::string label, int64_t t, int64_t b, int64_t i, int64_t h, bool reverse, bool bias) {
+    Builder c(std::move(label));
+    c.tensor(T(d, {t, b, i})).tensor(T(d, {4 * h, i})).tensor(T(d, {4 * h, h}));
+    c.tensor(T(d, {4 * h})).tensor(T(d, {4 * h}));  // ignored without has_biases
+    c.tensor(T(d, {b, h})).tensor(T(d, {b, h}));
+    c.arg(Arg::boolean(reverse)).arg(Arg::int_list({})).arg(Arg::integer(2)).arg(Arg::integer(h));
+    c.arg(Arg::integer(1)).arg(Arg::boolean(bias)).arg(Arg::boolean(false)).arg(Arg::boolean(false));
+    c.arg(Arg::boolean(false));
+    c.c.num_outputs = 4;
+    c.c.skip_outputs = {3};
+    c.c.tol_scale = 10;  // GEMMs over the input and hidden sizes, then a recurrence
+    cases.push_back(c.done());
+  };
+  add("6x5x9, hidden 7", 6, 5, 9, 7, false, true);
+  add("6x5x9, hidden 7, reverse", 6, 5, 9, 7, true, true);
+  add("6x5x9, hidden 7, has_biases=False", 6, 5, 9, 7, false, false);
+  add("one step, batch of one", 1, 1, 9, 13, false, true);
+  add("20x64x32, hidden 40 (parallel path)", 20, 64, 32, 40, false, true);
+  return variant(n, "aten::mkldnn_rnn_layer", cases, 4);
+}
+
 using Family = std::function<std::vector<Case>(const Name&, openreg_dtype)>;
 
 struct FamilyInfo {
@@ -1090,6 +1119,7 @@ const std::map<std::string, FamilyInfo>& families() {
     for (const char* op : {"_thnn_fused_lstm_cell", "_thnn_fused_lstm_cell_backward_impl", "_thnn_fused_gru_cell",
                            "_thnn_fused_gru_cell_backward"})
       t[op] = {rnn_cell, &kFloats};  // fused RNN cells
+    t["mkldnn_rnn_layer"] = {lstm_layer, &kFloat32};
     return t;
   }();
   return table;

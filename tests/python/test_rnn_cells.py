@@ -8,6 +8,8 @@ declines. The suite runs once per engine (pytest --engine), so each path meets
 torch CPU's nn.LSTM / nn.GRU / nn.LSTMCell / nn.GRUCell here.
 """
 
+import json
+
 import pytest
 import torch
 import torch.nn as nn
@@ -199,3 +201,33 @@ def test_gru_cell_rejects_mismatched_gates():
     gates = torch.randn(2, 9, device="openreg")
     with pytest.raises(RuntimeError, match="_thnn_fused_gru_cell expects"):
         torch.ops.aten._thnn_fused_gru_cell(gates, torch.randn(2, 6, device="openreg"), torch.randn(2, 3, device="openreg"))
+
+
+def test_reference_only_chain_runs_decomposable_ops_whole(run_python):
+    # On a chain of the reference engine alone, a fused cell or a _foreach_ op is one
+    # aten_ref call (ATen's CPU kernel) rather than its decomposition's small ops,
+    # each of which would go to aten_ref too. Results still match CPU.
+    code = """
+import json, torch, openreg
+torch.manual_seed(0)
+ref = torch.nn.LSTM(6, 8)
+dev = torch.nn.LSTM(6, 8)
+dev.load_state_dict(ref.state_dict())
+dev.to("openreg")
+x = torch.randn(4, 2, 6)
+ref(x)[0].sum().backward()
+dev(x.to("openreg"))[0].sum().backward()
+torch._foreach_add_([p.grad for p in ref.parameters()], 1.0)
+torch._foreach_add_([p.grad for p in dev.parameters()], 1.0)
+err = max((a.grad - b.grad.cpu()).abs().max().item() for a, b in zip(ref.parameters(), dev.parameters()))
+print(json.dumps({"err": err, "stats": openreg.stats()}))
+"""
+    proc = run_python(code, env_extra={"OPENREG_ENGINE": "aten_ref"})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    stats = out["stats"]
+    assert out["err"] < 1e-5, out
+    assert stats["aten::_thnn_fused_lstm_cell"] == {"aten_ref": 4}, stats
+    assert stats["aten::_thnn_fused_lstm_cell_backward_impl"] == {"aten_ref": 4}, stats
+    assert stats["aten::_foreach_add_.Scalar"] == {"aten_ref": 1}, stats
+    assert "aten::sigmoid" not in stats, stats  # the cell's decomposition did not run

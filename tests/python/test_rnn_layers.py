@@ -87,11 +87,16 @@ def test_only_weights_need_gradients(kind):
         _close(p_d.grad, p.grad, f"gradient of {name}")
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(num_layers=2, bidirectional=True), dict(bias=False, batch_first=True), dict(dtype=torch.float64)],
+    ids=str,
+)
 @pytest.mark.parametrize("context", ["no_grad", "inference_mode"])
 @pytest.mark.parametrize("kind", LAYERS)
-def test_inference_matches_cpu(kind, context):
-    ref, dev = _pair(kind, num_layers=2, bidirectional=True)
-    x = torch.randn(7, 2, 6)
+def test_inference_matches_cpu(kind, context, kwargs):
+    ref, dev = _pair(kind, **kwargs)
+    x = torch.randn(7, 2, 6, dtype=kwargs.get("dtype", torch.float32))
     with getattr(torch, context)():
         out, finals = ref(x)
         out_d, finals_d = dev(x.to("openreg"))
@@ -99,6 +104,17 @@ def test_inference_matches_cpu(kind, context):
     _close(out_d, out, "output")
     for a, b in zip(_flat(finals_d), _flat(finals)):
         _close(a, b, "final state")
+
+
+def test_lstm_inference_is_one_call_per_layer_and_direction():
+    # Without a backward, a float32 LSTM layer is one aten::mkldnn_rnn_layer
+    # call (CPU's whole-layer op), not a GEMM and a cell per time step.
+    _, dev = _pair("LSTM", num_layers=2, bidirectional=True)
+    x = torch.randn(9, 2, 6, device="openreg")
+    with torch.no_grad(), _OpCounter() as counter:
+        dev(x)
+    assert counter.calls.get("mkldnn_rnn_layer", 0) == 4, counter.calls
+    assert counter.calls.get("_thnn_fused_lstm_cell", 0) == 0, counter.calls
 
 
 @pytest.mark.parametrize("kind", LAYERS)

@@ -2,7 +2,10 @@
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 #include <c10/util/Exception.h>
+#include <torch/library.h>
 
 #include <cstring>
 
@@ -61,6 +64,13 @@ bool listed(const std::string& name, const char* const (&list)[N]) {
 
 bool is_tensor(const c10::TypePtr& t) { return t->kind() == c10::TypeKind::TensorType; }
 
+bool is_scalar_type(const c10::TypePtr& t) {
+  if (t->kind() == c10::TypeKind::OptionalType) {
+    return is_scalar_type(t->castRaw<c10::OptionalType>()->getElementType());
+  }
+  return t->kind() == c10::TypeKind::ScalarTypeType;
+}
+
 bool is_optional_tensor(const c10::TypePtr& t) {
   return t->kind() == c10::TypeKind::OptionalType &&
          is_tensor(t->castRaw<c10::OptionalType>()->getElementType());
@@ -95,6 +105,31 @@ inline void each_tensor(const c10::IValue& v, F&& fn) {
   }
 }
 
+// The first quantized dtype among the call's tensors (Tensor, Tensor?, Tensor[]
+// arguments) and ScalarType arguments: one compare per tensor on every call.
+std::optional<c10::ScalarType> quantized_dtype(const DeviceRule& rule, c10::ArrayRef<c10::IValue> args) {
+  std::optional<c10::ScalarType> found;
+  uint64_t mask = rule.overlap_args;  // every tensor argument
+  while (mask && !found) {
+    const size_t i = static_cast<size_t>(__builtin_ctzll(mask));
+    mask &= mask - 1;
+    if (i >= args.size()) break;
+    each_tensor(args[i], [&](const at::Tensor& t) {
+      if (!found && c10::isQIntType(t.scalar_type())) found = t.scalar_type();
+    });
+  }
+  mask = rule.dtype_args;
+  while (mask && !found) {
+    const size_t i = static_cast<size_t>(__builtin_ctzll(mask));
+    mask &= mask - 1;
+    if (i >= args.size()) break;
+    if (args[i].isInt() && c10::isQIntType(static_cast<c10::ScalarType>(args[i].toInt()))) {
+      found = static_cast<c10::ScalarType>(args[i].toInt());
+    }
+  }
+  return found;
+}
+
 }  // namespace
 
 DeviceRule device_rule_for(const c10::FunctionSchema& schema) {
@@ -111,6 +146,7 @@ DeviceRule device_rule_for(const c10::FunctionSchema& schema) {
   for (size_t i = 0; i < args.size() && i < 64; ++i) {
     const c10::TypePtr& type = args[i].real_type();
     const uint64_t bit = uint64_t{1} << i;
+    if (is_scalar_type(type)) rule.dtype_args |= bit;
     if (is_tensor(type) || is_optional_tensor(type)) {
       rule.overlap_args |= bit;
       // _foreach_*.Tensor's `scalars` is a CPU tensor of per-tensor scalars by contract.
@@ -132,6 +168,7 @@ DeviceRule device_rule_for(const c10::FunctionSchema& schema) {
 
 void check_devices(const DeviceRule& rule, const std::string& op_name, c10::ArrayRef<c10::IValue> args,
                    c10::Device device) {
+  if (auto q = quantized_dtype(rule, args)) refuse_quantized(op_name, *q);
   if (rule.devices_unchecked) return;
   uint64_t mask = rule.device_args;
   while (mask) {
@@ -142,6 +179,14 @@ void check_devices(const DeviceRule& rule, const std::string& op_name, c10::Arra
       if (!acceptable(t, device)) raise_device_mismatch(rule, op_name, i, device, t);
     });
   }
+}
+
+void refuse_quantized(const std::string& op_name, std::optional<c10::ScalarType> dtype) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, "openreg: quantized tensors are not supported on the openreg device (", op_name,
+      dtype ? std::string(" with dtype ") + c10::toString(*dtype) : std::string(),
+      "). Quantize on the CPU instead: torch.quantize_per_tensor(x.cpu(), ...) and keep the quantized tensor ",
+      "and its quantized ops there; q.dequantize().to(\"openreg\") brings its values back as floats.");
 }
 
 void check_written_overlap(const DeviceRule& rule, c10::ArrayRef<c10::IValue> args,
@@ -170,6 +215,22 @@ void check_written_overlap(const DeviceRule& rule, c10::ArrayRef<c10::IValue> ar
       }
     });
   }
+}
+
+namespace {
+
+// Ops on a quantized dtype dispatch to QuantizedPrivateUse1 (empty(dtype=qint8),
+// q_cpu.to("openreg"), copy_ from a quantized CPU tensor): none is served.
+void refuse_quantized_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const DeviceRule rule = device_rule_for(op.schema());
+  const auto args = torch::jit::last(*stack, op.schema().arguments().size());
+  refuse_quantized(op.schema().name(), quantized_dtype(rule, args));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_quantized_call>());
 }
 
 }  // namespace openreg

@@ -12,6 +12,7 @@
 #include <c10/util/ArrayRef.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace openreg {
@@ -30,12 +31,16 @@ struct DeviceRule {
   bool internal_overlap_allowed = false;  // fill_, masked_fill_, index_put_: CPU allows (or only warns)
   bool partial_overlap_allowed = false;   // kernels CPU runs unchecked (mm, softmax, ...)
   bool any_overlap_refused = false;       // kernels with at::assert_no_overlap: even full overlap
+  // Bit i: argument i is a ScalarType (quantize_per_tensor's dtype, _to_copy's):
+  // a quantized one is refused, as quantized tensors are.
+  uint64_t dtype_args = 0;
 };
 
 DeviceRule device_rule_for(const c10::FunctionSchema& schema);
 
 // Throws c10::Error "Expected all tensors to be on the same device, ..." (as CUDA
 // does) when a tensor argument is neither on `device` nor a 0-dim CPU tensor.
+// First, raises refuse_quantized's error for a quantized tensor or dtype argument.
 void check_devices(const DeviceRule& rule, const std::string& op_name, c10::ArrayRef<c10::IValue> args,
                    c10::Device device);
 
@@ -48,6 +53,12 @@ void check_devices(const DeviceRule& rule, const std::string& op_name, c10::Arra
 // index_add, ...). CPU checks some ops before resizing out= arguments
 // (TensorIterator, index_select) and some after (gather, cat): call it before
 // out= arguments are resized, and again after if any was resized.
+// openreg has no quantized tensors: a NotImplementedError that says so and what to
+// do instead (quantize on the CPU). Every quantized op raises it: those routed
+// here through check_devices, and every op of the QuantizedPrivateUse1 key (where
+// ops on a quantized dtype dispatch: empty(dtype=qint8), q_cpu.to("openreg")).
+[[noreturn]] void refuse_quantized(const std::string& op_name, std::optional<c10::ScalarType> dtype);
+
 void check_written_overlap(const DeviceRule& rule, c10::ArrayRef<c10::IValue> args,
                            c10::ArrayRef<int> written_args);
 

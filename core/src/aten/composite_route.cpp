@@ -1,6 +1,17 @@
 #include "composite_route.h"
 
+#include "../runtime/runtime.h"
+
 namespace openreg {
+
+bool chain_has_kernels_of_its_own() {
+  static const bool any = [] {
+    for (const Engine* e : registry().chain())
+      if (!e->any_op()) return true;
+    return false;
+  }();
+  return any;
+}
 
 bool wants_composite_route(const c10::OperatorHandle& op) {
   const auto& name = op.operator_name().name;

@@ -26,6 +26,12 @@ constexpr c10::DispatchKey kCompositeSlot = c10::DispatchKey::PrivateUse3;
 // fused RNN cells core decomposes (a kernel in kCompositeSlot).
 bool wants_composite_route(const c10::OperatorHandle& op);
 
+// False when every engine of the chain is a reference engine (ANY_OP: aten_ref
+// alone): the decomposition's small ops would all go to it too, each paying a
+// routed call, so one call of the whole op (ATen's CPU kernel) costs less. The
+// chain, once loaded, never changes.
+bool chain_has_kernels_of_its_own();
+
 // Same decision from the plan's name ("aten::_foreach_add_.List"), cheap per call.
 inline bool has_composite_route(const std::string& op_name) {
   return op_name.rfind("aten::_foreach_", 0) == 0 || op_name.rfind("aten::_thnn_fused_", 0) == 0;

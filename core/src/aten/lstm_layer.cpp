@@ -20,9 +20,17 @@
 // gru_layer.cpp does the same for GRU; rnn_layer_stack.h has what both share.
 // With create_graph=True the backward runs the layer again under autograd,
 // step by step, so that the gradient is differentiable as on CPU.
+//
+// Without a backward to keep (inference, no_grad), a float32 layer is one
+// call of aten::mkldnn_rnn_layer, CPU's whole-layer op, when the chain serves
+// it: an engine's own whole-layer kernel, or the reference engine replaying
+// CPU's oneDNN kernel. That saves the 2 ops per time step the step path costs.
+#include "../bridge/torch_abi.h"
+#include "../runtime/runtime.h"
 #include "rnn_layer_stack.h"
 
 #include <ATen/ops/lstm_native.h>
+#include <ATen/ops/mkldnn_rnn_layer.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
@@ -124,6 +132,34 @@ struct LstmLayer : public torch::autograd::Function<LstmLayer> {
   }
 };
 
+// True when a layer without backward can be one aten::mkldnn_rnn_layer call:
+// float32 (the dtype every engine's and CPU's whole-layer kernel has) and some
+// engine of the chain serves the op.
+bool whole_layer_op_applies(const Tensor& input) {
+  if (input.scalar_type() != at::kFloat) return false;
+  openreg_dtype dtype;
+  if (!bridge::to_abi_dtype(input.scalar_type(), &dtype)) return false;
+  return !route_table().route("aten::mkldnn_rnn_layer", dtype, true)->candidates.empty();
+}
+
+// One layer and direction as one aten::mkldnn_rnn_layer call (no backward).
+std::vector<Tensor> whole_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih,
+                                const Tensor& w_hh, const std::optional<Tensor>& b_ih,
+                                const std::optional<Tensor>& b_hh, bool reverse) {
+  const int64_t hidden = w_hh.size(1);
+  const bool has_biases = b_ih.has_value();
+  const Tensor zeros = has_biases ? Tensor() : at::zeros({4 * hidden}, w_ih.options());
+  // CPU's kernel (which the reference engine replays) reads every operand as
+  // contiguous and time-major.
+  auto dense = [](const Tensor& t) { return t.contiguous(); };
+  auto [y, h_n, c_n, unused] =
+      at::mkldnn_rnn_layer(dense(x), dense(w_ih), dense(w_hh), dense(has_biases ? *b_ih : zeros),
+                           dense(has_biases ? *b_hh : zeros), dense(h0), dense(c0), reverse,
+                           /*batch_sizes=*/{}, /*mode=LSTM*/ 2, hidden, /*num_layers=*/1, has_biases,
+                           /*bidirectional=*/false, /*batch_first=*/false, /*train=*/false);
+  return {y, h_n, c_n};
+}
+
 std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, at::TensorList hx, at::TensorList params,
                                         bool has_biases, int64_t num_layers, double dropout, bool train,
                                         bool bidirectional, bool batch_first) {
@@ -131,9 +167,15 @@ std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, at::TensorList hx, 
   if (hx.size() != 2 || !rnn::layer_path_applies(input, hx, params, stack, /*gates=*/4))
     return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
   const bool keep = rnn::needs_backward(input, hx, params);
+  const bool one_call = !keep && whole_layer_op_applies(input);
   const int64_t per = stack.params_per_layer();
   auto out = rnn::run_stack(input, stack, dropout, train, batch_first, [&](const Tensor& x, int64_t k, bool reverse) {
     const std::optional<Tensor> none;
+    if (one_call) {
+      at::AutoDispatchBelowADInplaceOrView no_autograd;  // nothing here needs a backward
+      return whole_layer(x, hx[0][k], hx[1][k], params[k * per], params[k * per + 1],
+                         has_biases ? params[k * per + 2] : none, has_biases ? params[k * per + 3] : none, reverse);
+    }
     return LstmLayer::apply(x, hx[0][k], hx[1][k], params[k * per], params[k * per + 1],
                             has_biases ? params[k * per + 2] : none, has_biases ? params[k * per + 3] : none,
                             reverse, keep);

@@ -1,5 +1,6 @@
 // Metadata ops and copies: native PrivateUse1 kernels that never reach an engine.
 // Device memory is host memory, so copies are CPU copies on aliases of it.
+#include "../runtime/backend_meta.h"
 #include "../runtime/runtime.h"
 #include "cpu_alias.h"
 
@@ -110,6 +111,7 @@ at::Tensor& set_empty(at::Tensor& self) {
 // reuse it at once, as with cudaMemcpy.
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   // self is the source. Either side may be CPU; cpu_alias keeps CPU tensors as they are.
+  copy_backend_meta(self, dst);  // clone, .to("openreg:1"), copy_ carry the tags
   if (dst.numel() == 0) return dst;
   check_not_in_bad_fork();
   const bool to_device = dst.device().type() == kDevice;

@@ -4,6 +4,7 @@
 // host's reference path when the ABI cannot carry it). docs/design.md walks one
 // call through it.
 #include "../bridge/torch_abi.h"
+#include "../runtime/profiler.h"
 #include "../runtime/runtime.h"
 #include "call_builder.h"
 #include "call_checks.h"
@@ -135,7 +136,10 @@ struct Offer {
       std::string msg;
       const auto start = timing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       openreg_status st = k == trusted ? OPENREG_STATUS_OK : invoke_supports(*cand.engine, call, &msg);
-      if (st == OPENREG_STATUS_OK) st = invoke_run(*cand.engine, call, &msg);
+      if (st == OPENREG_STATUS_OK) {
+        profiling::KernelScope event(cand.engine->name, plan->name);
+        st = invoke_run(*cand.engine, call, &msg);
+      }
       if (timing && st == OPENREG_STATUS_OK) {
         const size_t slot = i * kSizeClasses + static_cast<size_t>(size_cls);
         const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
@@ -167,13 +171,16 @@ struct Offer {
   }
 };
 
-// An engine call on the execution queue: the call and the engine that took it.
+// An engine call on the execution queue: the call, the engine that took it, and the
+// caller's profiler when one was recording (its event is recorded where the call runs).
 struct QueuedOp {
   QueuedCall call;
   Offer offer;
   size_t k;
+  std::unique_ptr<profiling::Capture> profiler;
   static void run(void* self) {
     auto* op = static_cast<QueuedOp*>(self);
+    profiling::WorkerScope scope(op->profiler.get());
     op->offer.run_queued(op->call.call, op->k);
   }
   static void drop(void* self) { delete static_cast<QueuedOp*>(self); }
@@ -195,8 +202,10 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   lazy_init();
 
   // Ops with a per-tensor decomposition (_foreach_*) take it unless an engine ahead
-  // of the reference engine serves them: its small ops then route one by one.
-  const bool composite = has_composite_route(plan.name) && wants_composite_route(op);
+  // of the reference engine serves them: its small ops then route one by one. On a
+  // chain of reference engines alone the whole op is one call instead.
+  const bool composite =
+      has_composite_route(plan.name) && wants_composite_route(op) && chain_has_kernels_of_its_own();
   if (composite && plan.reference_only) return run_composite(op, stack);
   if (plan.reference_only) return run_reference_only(plan, op, stack, device);
 
@@ -254,7 +263,7 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         continue;
       }
       if (st != OPENREG_STATUS_OK) offer.raise(cand, st, msg);
-      auto* task = new QueuedOp{{}, offer, k};
+      auto* task = new QueuedOp{{}, offer, k, profiling::capture()};
       builder.hand_over(&task->call);
       enqueue_raw(dev, RawWork{&QueuedOp::run, &QueuedOp::drop, task}, plan.name.c_str());
       torch::jit::drop(*stack, n);

@@ -29,6 +29,7 @@
 
 #include "block_pool.h"
 #include "execution_queue.h"
+#include "profiler.h"
 
 namespace openreg {
 
@@ -93,6 +94,7 @@ class OpenRegAllocator final : public c10::DeviceAllocator {
     TORCH_CHECK_WITH(OutOfMemoryError, b.ptr != nullptr, "openreg: out of memory allocating ", n,
                      " bytes on openreg:", int(dev), " (", pool().stats(dev).allocated_bytes.current,
                      " bytes already allocated). Free tensors or use smaller batches");
+    profiling::report_memory(b.ptr, static_cast<int64_t>(n), c10::Device(kDevice, dev));
     return {b.ptr, new PoolBlock(b), &release, c10::Device(kDevice, dev)};
   }
 
@@ -140,6 +142,7 @@ class OpenRegAllocator final : public c10::DeviceAllocator {
   static void release(void* ctx) {
     auto* b = static_cast<PoolBlock*>(ctx);
     pool().free(*b);
+    profiling::report_memory(b->ptr, -static_cast<int64_t>(b->bytes), c10::Device(kDevice, b->device));
     delete b;
   }
 };

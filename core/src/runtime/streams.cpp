@@ -2,6 +2,8 @@
 // is current on each thread, where device work is enqueued, and how the host waits.
 #include "runtime.h"
 
+#include "profiler.h"
+
 #include "../aten/engine_error.h"
 
 #include <ATen/Parallel.h>
@@ -96,9 +98,11 @@ bool run_inline() { return launch_blocking() || execution_queue().on_worker_thre
 void enqueue_work(c10::DeviceIndex device, std::function<void()> work, const char* what) {
   if (run_inline()) {
     rethrowing([&] { queue().rethrow_pending(device); });
+    profiling::KernelScope event("host", what);
     work();
     return;
   }
+  if (profiling::active()) work = profiling::traced_work(std::move(work), what);
   TaskOrigin origin{what};
   if (CallerLocationFn fn = g_caller_location.load(std::memory_order_relaxed)) fn(&origin.file, &origin.line);
   queue().enqueue(device, t_current_stream[device], std::move(work), origin);

@@ -13,6 +13,7 @@ import torch
 
 from . import _C  # loads libopenreg_core: kernels, allocator, hooks, guard
 from . import _autograd_exit, backend_meta, tuning
+from . import compile as _compile
 from . import device_module as _device_module
 
 __all__ = ["stats", "reset_stats", "info", "engines_available", "cmake_prefix_path", "include_dir"]
@@ -41,6 +42,7 @@ _register()
 _autograd_exit.install()
 backend_meta.install()  # backend metadata kept through FakeTensor conversion
 tuning.apply_at_import()
+_compile.install(_device_module)  # torch.compile: registered when Dynamo and Inductor start (compile/__init__.py)
 
 
 def stats() -> dict:

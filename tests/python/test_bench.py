@@ -90,3 +90,15 @@ def test_async_benchmark_smoke(run_command, repo_root, openreg, tmp_path):
     with open(md) as f:
         table = f.read()
     assert "digits CNN" in table and "launch" in table.lower(), table
+
+
+def test_compile_benchmark_smoke(run_command, repo_root, openreg, tmp_path):
+    engine = os.environ.get("OPENREG_ENGINE") or openreg.info()["chain"][0]
+    script = os.path.join(repo_root, "bench", "compile_step.py")
+    md = str(tmp_path / "compile.md")
+    proc = run_command([sys.executable, script, "--quick", "--engine", engine, "--markdown", md])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"vector features: avx2 (yes|no), avx512f (yes|no), avx512_bf16 (yes|no)", proc.stdout)
+    with open(md) as f:
+        table = f.read()
+    assert "digits CNN" in table and "compiled" in table.lower(), table

@@ -2,7 +2,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <ATen/ATen.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
 #include <vector>
@@ -113,6 +115,20 @@ void wait_released() {
   openreg::wait_for_queue();
 }
 
+// A CPU tensor over a device tensor's bytes (device memory is host memory), same
+// geometry, no copy. Unlike core's per-call aliases it owns a reference to the device
+// storage, so the memory stays allocated while a library that only takes CPU tensors
+// (gloo, in distributed.py) still holds the alias, even after the caller dropped the
+// device tensor.
+at::Tensor owning_cpu_alias(const at::Tensor& t) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "openreg: expected an openreg tensor, got one on ",
+              t.device());
+  TORCH_CHECK(t.layout() == c10::kStrided, "openreg: expected a strided tensor, got layout ", t.layout());
+  c10::Storage keep = t.storage();
+  return at::from_blob(
+      t.data_ptr(), t.sizes(), t.strides(), [keep](void*) {}, at::TensorOptions().dtype(t.dtype()).device(at::kCPU));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -133,6 +149,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_in_bad_fork", &openreg::in_bad_fork);
   // Readers of what the worker counts wait for the queued work first.
   m.def("_wait_for_queue", &openreg::wait_for_queue, py::call_guard<py::gil_scoped_release>());
+  m.def("_cpu_alias", &owning_cpu_alias);
   m.def("_device_count", [] { return static_cast<int>(openreg::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(openreg::current_device()); });
   m.def("_set_device", [](int i) { openreg::set_device(static_cast<c10::DeviceIndex>(i)); });

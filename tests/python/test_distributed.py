@@ -123,6 +123,12 @@ def _collectives(rank):
 
     _same(all_reduce_async, rank)
 
+    def all_reduce_async_error(device):  # gloo's error reaches wait(), as on CPU
+        t = ints.to(device, copy=True)
+        dist.all_reduce(t, op=R.AVG, async_op=True).wait()
+        return t
+    _same(all_reduce_async_error, rank)
+
     def all_reduce_dropped_tensor(device):
         # The caller drops its tensor before the work ends: gloo's alias keeps the memory.
         work = dist.all_reduce(torch.full((1 << 18,), float(rank + 1), device=device), async_op=True)

@@ -63,14 +63,16 @@ def _check_gloo(pg) -> None:
     import torch.distributed as dist
 
     pg = dist.ProcessGroup.unbox(pg)
+    device_backend = pg._get_backend(torch.device("openreg"))
     try:
         cpu_backend = pg._get_backend(torch.device("cpu"))
     except RuntimeError:
-        raise RuntimeError(
-            "openreg: collectives on openreg tensors run on the process group's gloo backend for the CPU, "
-            "and this process group has none: initialise it with backend 'gloo' or 'cpu:gloo,openreg:gloo'"
-        ) from None
-    device_backend = pg._get_backend(torch.device("openreg"))
+        # init_process_group() without a backend, or "openreg:gloo": gloo for openreg only.
+        # It serves CPU tensors natively, so it becomes the CPU's backend too.
+        if not isinstance(device_backend, dist.ProcessGroupGloo):
+            raise
+        pg._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, device_backend)
+        cpu_backend = device_backend
     # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps gloo in a backend that first checks each
     # collective's shapes and dtypes across ranks.
     wrapper = getattr(dist.distributed_c10d, "_ProcessGroupWrapper", dist.ProcessGroupGloo)

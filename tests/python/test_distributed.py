@@ -15,6 +15,7 @@ import sys
 import pytest
 
 WORLD = 2
+_BACKENDS = {"gloo": "gloo", "cpu:gloo,openreg:gloo": "explicit", "default": "default"}
 RANK_TIMEOUT = 90  # seconds a pair of ranks may take, start-up included
 PG_TIMEOUT = datetime.timedelta(seconds=20)  # a collective that waits for a lost peer
 
@@ -47,9 +48,10 @@ def _run_ranks(case, tmp_path):
         assert f"{case} rank {rank} ok" in out, out[-3000:]
 
 
-@pytest.mark.parametrize("backend", ["gloo", "cpu:gloo,openreg:gloo"])
+# "default": init_process_group() without a backend, which picks by the accelerator.
+@pytest.mark.parametrize("backend", ["gloo", "cpu:gloo,openreg:gloo", "default"])
 def test_collectives(tmp_path, backend):
-    _run_ranks("collectives" if backend == "gloo" else "collectives_explicit", tmp_path)
+    _run_ranks("collectives_" + _BACKENDS[backend], tmp_path)
 
 
 def test_ddp(tmp_path):
@@ -352,6 +354,21 @@ def _init(rank, store_path, backend):
     dist.init_process_group(
         backend, init_method=f"file://{store_path}", rank=rank, world_size=WORLD, timeout=PG_TIMEOUT
     )
+    if backend is None:
+        import torch
+
+        # Gloo for openreg only; the first collective on openreg tensors registers it for
+        # the CPU too (the CPU reference of the checks needs it).
+        assert torch_accelerator() == "openreg"
+        t = torch.full((2,), rank + 1.0, device="openreg")
+        dist.all_reduce(t)
+        assert t.tolist() == [3.0, 3.0], t
+
+
+def torch_accelerator():
+    import torch
+
+    return torch.accelerator.current_accelerator().type
 
 
 def _rank_main(case, rank, store_dir):
@@ -360,8 +377,9 @@ def _rank_main(case, rank, store_dir):
 
     store = os.path.join(store_dir, "store")
     os.environ["_OPENREG_DIST_STORE"] = store
-    _init(rank, store, "cpu:gloo,openreg:gloo" if case == "collectives_explicit" else "gloo")
-    {"collectives": _collectives, "collectives_explicit": _collectives, "ddp": _ddp, "mismatch": _mismatch}[case](rank)
+    backend = {"collectives_explicit": "cpu:gloo,openreg:gloo", "collectives_default": None}.get(case, "gloo")
+    _init(rank, store, backend)
+    {"ddp": _ddp, "mismatch": _mismatch}.get(case, _collectives)(rank)
     dist.destroy_process_group()
     print(f"{case} rank {rank} ok", flush=True)
 

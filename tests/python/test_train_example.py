@@ -34,3 +34,19 @@ def test_train_example_trains_on_the_device():
 def test_train_example_steps_match_cpu(assert_trains_like_cpu):
     """Same weights, same batches: each step's loss is CPU's up to float32 rounding."""
     assert_trains_like_cpu()
+
+
+def test_data_parallel_example_reaches_the_single_process_accuracy():
+    """examples/train_ddp.py under torchrun, 2 ranks over gloo: the ranks split each of
+    train.py's batches, and the model reaches train.py's accuracy (within a point:
+    batch norm's statistics are per rank)."""
+    single = _train("openreg")
+    assert single.returncode == 0, single.stderr[-2000:]
+    ddp = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         os.path.join(ROOT, "examples", "train_ddp.py"), "--epochs", "5", "--min-accuracy", "0.95"],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ),
+    )
+    assert ddp.returncode == 0, ddp.stdout[-2000:] + ddp.stderr[-2000:]
+    assert "(2 ranks)" in ddp.stdout, ddp.stdout
+    assert _accuracy(ddp.stdout) >= _accuracy(single.stdout) - 1.0

@@ -100,7 +100,8 @@ std::unique_ptr<OpEntry> resolve(const char* full_name) {
   for (const auto& arg : schema.arguments()) e->decode.push_back(decode_of(arg));
   e->leaves_unused_outputs_empty = e->name == "aten::native_batch_norm" || e->name == "aten::native_batch_norm.out" ||
                                    starts_with(e->name, "aten::_native_batch_norm_legit");
-  e->align_saved_stats = e->name == "aten::native_batch_norm_backward";
+  if (e->name == "aten::native_batch_norm_backward") e->saved_stats = OpEntry::SavedStatsArgs{1, 2, 5, 6};
+  if (e->name == "aten::native_layer_norm_backward") e->saved_stats = OpEntry::SavedStatsArgs{1, 5, 3, 4};
   if (!e->leaves_unused_outputs_empty) e->out_op = find_out_form(schema);
   return e;
 }

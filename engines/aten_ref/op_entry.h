@@ -31,8 +31,12 @@ struct OpEntry {
   // The CPU kernel may leave outputs empty that the Meta kernel sizes (unused
   // batch-norm statistics in eval mode).
   bool leaves_unused_outputs_empty = false;
-  // native_batch_norm_backward: its saved statistics come in the Meta kernel's dtype.
-  bool align_saved_stats = false;
+  // native_batch_norm_backward, native_layer_norm_backward: their saved statistics
+  // come in the Meta kernel's dtype. Argument positions, when the op is one of them.
+  struct SavedStatsArgs {
+    size_t input, weight, mean, invstd;
+  };
+  std::optional<SavedStatsArgs> saved_stats;
 
   explicit OpEntry(std::string n, c10::OperatorHandle h) : name(std::move(n)), op(std::move(h)) {}
 };

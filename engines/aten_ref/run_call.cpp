@@ -3,6 +3,8 @@
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
+#include <algorithm>
+
 #include "bridge/torch_abi.h"
 #include "decode.h"
 #include "op_entry.h"
@@ -15,10 +17,29 @@ void call_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 }
 
+// The device sizes outputs with the Meta kernels, whose native_batch_norm and
+// native_layer_norm keep the saved mean/invstd of a bfloat16/float16 input in float32
+// (as CUDA does); the CPU kernels keep them in the parameters' dtype (the input's
+// without parameters) and their backward insists on that. The backward gets them in
+// the dtype it expects: what the CPU's forward would have saved.
+void align_saved_stats(const OpEntry::SavedStatsArgs& a, torch::jit::Stack* stack) {
+  auto& s = *stack;
+  if (s.size() <= std::max({a.input, a.weight, a.mean, a.invstd}) || !s[a.input].isTensor()) return;
+  at::ScalarType want = s[a.weight].isTensor() && s[a.weight].toTensor().defined()
+                            ? s[a.weight].toTensor().scalar_type()
+                            : s[a.input].toTensor().scalar_type();
+  for (size_t i : {a.mean, a.invstd}) {
+    if (s[i].isTensor() && s[i].toTensor().defined() && s[i].toTensor().scalar_type() != want) {
+      s[i] = s[i].toTensor().to(want);
+    }
+  }
+}
+
 torch::jit::Stack decode_args(const OpEntry& e, const openreg_call& call, size_t extra) {
   torch::jit::Stack stack;
   stack.reserve(call.num_args + extra);
   for (int32_t i = 0; i < call.num_args; ++i) stack.push_back(to_ivalue(e, i, call.args[i]));
+  if (e.saved_stats) align_saved_stats(*e.saved_stats, &stack);
   return stack;
 }
 
@@ -98,25 +119,8 @@ void store(const OpEntry& e, const at::Tensor& result, const openreg_tensor& out
   dst.copy_(result);
 }
 
-// The device sizes outputs with the Meta kernels, whose native_batch_norm keeps
-// the saved mean/invstd of a bfloat16/float16 input in float32 (as CUDA does);
-// the CPU kernel keeps them in the parameters' dtype and its backward insists on
-// that. The backward gets them in the dtype it expects.
-void align_saved_stats(torch::jit::Stack* stack) {
-  auto& s = *stack;  // grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, ...
-  if (s.size() < 7 || !s[1].isTensor()) return;
-  at::ScalarType want = s[2].isTensor() && s[2].toTensor().defined() ? s[2].toTensor().scalar_type()
-                                                                     : s[1].toTensor().scalar_type();
-  for (size_t i : {size_t(5), size_t(6)}) {
-    if (s[i].isTensor() && s[i].toTensor().defined() && s[i].toTensor().scalar_type() != want) {
-      s[i] = s[i].toTensor().to(want);
-    }
-  }
-}
-
 void compute_and_store(const OpEntry& e, const openreg_call& call) {
   torch::jit::Stack stack = decode_args(e, call, 0);
-  if (e.align_saved_stats) align_saved_stats(&stack);
   call_cpu_kernel(e.op, &stack);
 
   const bool dynamic = call.flags & OPENREG_CALL_DYNAMIC_OUTPUTS;

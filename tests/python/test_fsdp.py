@@ -234,26 +234,31 @@ def _assert_params(got, want, rank, what, tol):
 
 def _case_train(rank, mesh, tmp):
     """float32 FSDP2 on openreg equals single-process CPU training on the whole batch."""
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy
 
     model0 = _model()
     reference = _train(model0, _optimizer(model0.parameters()), None, "cpu")
     want = {n: p.detach() for n, p in reference.named_parameters()}
+    # HSDP: replicated over the 2 ranks, sharded over 1; gradients are all-reduced.
+    hsdp = init_device_mesh("openreg", (WORLD, 1), mesh_dim_names=("replicate", "shard"))
     configs = [
-        ({"reshard_after_forward": True}, 1),
-        ({"reshard_after_forward": False}, 1),
-        ({}, 2),  # two micro-batches, gradients reduced with the second
+        (mesh, {"reshard_after_forward": True}, 1),
+        (mesh, {"reshard_after_forward": False}, 1),
+        (mesh, {}, 2),  # two micro-batches, gradients reduced with the second
         # Sharded parameters, gradients and optimizer step on the CPU; FSDP2 copies each
         # shard to the device for the all-gather and the gradient back.
-        ({"offload_policy": CPUOffloadPolicy()}, 1),
+        (mesh, {"offload_policy": CPUOffloadPolicy()}, 1),
+        (hsdp, {}, 1),
     ]
-    for kwargs, micro in configs:
+    for m, kwargs, micro in configs:
         offload = "offload_policy" in kwargs
-        model = _shard(_model() if offload else _model().to("openreg"), mesh, **kwargs)
+        model = _shard(_model() if offload else _model().to("openreg"), m, **kwargs)
         _check_sharded(model, rank, "cpu" if offload else "openreg")
         _train(model, _optimizer(model.parameters()), rank, "openreg", micro=micro)
         _check_sharded(model, rank, "cpu" if offload else "openreg")
-        _assert_params(_full_params(model), want, rank, f"{kwargs} micro={micro}", 1e-5)
+        what = f"mesh {tuple(m.shape)} {kwargs} micro={micro}"
+        _assert_params(_full_params(model), want, rank, what, 1e-5)
 
 
 def _case_mixed(rank, mesh, tmp):

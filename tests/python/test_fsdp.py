@@ -74,28 +74,28 @@ def test_checkpoint_save_on_openreg_load_on_cpu_and_back(ranks):
     tmp_path = ranks[0]
     # This process is a plain single process: no process group, a CPU model.
     gathered = torch.load(tmp_path / "gathered.pt")
-    model = _model()
-    state = {"model": model.state_dict()}
-    with warnings.catch_warnings():  # "... assuming the intent is to load in a single process": it is
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        dcp.load(state, checkpoint_id=str(tmp_path / "ckpt"), no_dist=True)
-    model.load_state_dict(state["model"])
-    assert sorted(state["model"]) == sorted(gathered["params"])
-    for name, p in model.named_parameters():
-        assert p.device.type == "cpu"
-        torch.testing.assert_close(p.detach(), gathered["params"][name], rtol=0, atol=0, msg=lambda m, n=name: f"{n}: {m}")
-    # The whole checkpoint, optimizer included, as one torch.save file.
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        dcp_to_torch_save(str(tmp_path / "ckpt"), str(tmp_path / "full.pt"))
-    full = torch.load(tmp_path / "full.pt")
-    optim = full["optim"]["state"]
-    assert sorted(optim) == sorted(gathered["optim"])
-    for name, states in gathered["optim"].items():
-        for key, value in states.items():
-            got = optim[name][key]
-            assert got.device.type == "cpu", (name, key, got.device)
-            torch.testing.assert_close(got, value, rtol=0, atol=0, msg=lambda m, n=name, k=key: f"{n} {k}: {m}")
+    for ckpt in ("ckpt", "ckpt_async", "ckpt_staged"):
+        model = _model()
+        state = {"model": model.state_dict()}
+        with warnings.catch_warnings():  # "... assuming the intent is to load in a single process": it is
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            dcp.load(state, checkpoint_id=str(tmp_path / ckpt), no_dist=True)
+            # The whole checkpoint, optimizer included, as one torch.save file.
+            dcp_to_torch_save(str(tmp_path / ckpt), str(tmp_path / f"{ckpt}.pt"))
+        model.load_state_dict(state["model"])
+        assert sorted(state["model"]) == sorted(gathered["params"])
+        for name, p in model.named_parameters():
+            assert p.device.type == "cpu"
+            torch.testing.assert_close(
+                p.detach(), gathered["params"][name], rtol=0, atol=0, msg=lambda m, n=name: f"{ckpt} {n}: {m}"
+            )
+        optim = torch.load(tmp_path / f"{ckpt}.pt")["optim"]["state"]
+        assert sorted(optim) == sorted(gathered["optim"])
+        for name, states in gathered["optim"].items():
+            for key, value in states.items():
+                got = optim[name][key]
+                assert got.device.type == "cpu", (ckpt, name, key, got.device)
+                torch.testing.assert_close(got, value, rtol=0, atol=0, msg=lambda m, n=name, k=key: f"{ckpt} {n} {k}: {m}")
 
 
 @pytest.mark.parametrize("weight_dtype", ["bfloat16", "float32"])
@@ -305,10 +305,12 @@ def _case_mixed(rank, mesh, tmp):
 
 def _case_checkpoint(rank, mesh, tmp):
     """dcp.save of the sharded state (model and optimizer), dcp.load into a fresh FSDP2
-    model: equal parameters and optimizer state, and the next step equal too."""
+    model: equal parameters and optimizer state, and the next step equal too. Also
+    dcp.async_save of the same state, staged by the caller and in the background."""
     import torch
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
     ckpt = os.path.join(tmp, "ckpt")
@@ -327,6 +329,23 @@ def _case_checkpoint(rank, mesh, tmp):
     }
     if rank == 0:
         torch.save(gathered, os.path.join(tmp, "gathered.pt"))  # read by the single-process check
+    # The same state saved in the background (read back by the single-process check) while
+    # this rank goes on below, training the model it snapshots. A group of its own for each
+    # upload thread: their collectives would otherwise interleave with the training's, or
+    # each other's, in another order on each rank (so it is on CPU tensors too).
+    msd, osd = get_state_dict(model, opt)
+    groups = [dist.new_group(backend="gloo", timeout=PG_TIMEOUT) for _ in range(2)]  # one per upload thread
+    pending = [dcp.async_save({"model": msd, "optim": osd}, checkpoint_id=ckpt + "_async", process_group=groups[0])]
+    # Staged in a background thread too: non-blocking copies on a torch.Stream() of the
+    # device; the state may change once staging_completion is done.
+    with warnings.catch_warnings():  # torch pins staging memory on CUDA only, and says so
+        warnings.filterwarnings("ignore", message="Ignoring pin_memory flag")
+        stager = DefaultStager(StagingOptions(use_async_staging=True, use_non_blocking_copy=True))
+    response = dcp.async_save(
+        {"model": msd, "optim": osd}, checkpoint_id=ckpt + "_staged", process_group=groups[1], async_stager=stager
+    )
+    response.staging_completion.result()
+    pending.append(response.upload_completion)
 
     torch.manual_seed(123)  # a different start, so a missed tensor shows
     fresh = _shard(_model().to("openreg"), mesh)
@@ -349,6 +368,9 @@ def _case_checkpoint(rank, mesh, tmp):
     _train(model, opt, rank, "openreg", steps=STEPS, batches=batches[STEPS - 1:])
     _train(fresh, fresh_opt, rank, "openreg", steps=STEPS, batches=batches[STEPS - 1:])
     _assert_params(_full_params(fresh), _full_params(model), rank, "step after reload", 0)
+    for upload in pending:
+        upload.result()
+    stager.close()
     dist.barrier()
 
 

@@ -197,6 +197,7 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::DeviceIndex dev = call_device(plan, args, &dtype, &has_dtype, &numel);
   const c10::Device device(kDevice, dev);
   check_devices(plan.device_rule, plan.name, args, device);
+  check_empty_input(plan.device_rule, args);
   c10::OptionalDeviceGuard guard;
   if (dev != current_device()) guard.reset_device(device);
   lazy_init();

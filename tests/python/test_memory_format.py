@@ -91,3 +91,27 @@ def test_a_channels_last_model_keeps_the_layout_op_by_op_as_on_cpu(openreg):
     assert sum(1 for _, outs in cpu_log if "channels_last" in outs) >= 6, "the reference changed"
     torch.testing.assert_close(yd.cpu(), y, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(gxd.cpu(), gx, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(2, 6, 5, 7), (2, 6, 3, 4, 5)], ids=["2-d", "3-d"])
+def test_group_norm_takes_channels_last_input_as_on_cpu(openreg, assert_close_cpu, shape):
+    """nn.GroupNorm in a channels_last model: ATen's composite group norm views its
+    input as [1, N * groups, -1], which raised on a channels-last device tensor."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(shape, generator=g).to(memory_format=CL[len(shape)])
+    m = nn.GroupNorm(3, 6)
+    with torch.no_grad():
+        m.weight.copy_(torch.randn(6, generator=g))
+        m.bias.copy_(torch.randn(6, generator=g))
+    md = nn.GroupNorm(3, 6).to("openreg")
+    md.load_state_dict(m.state_dict())
+    xc, xd = x.clone().requires_grad_(), x.to("openreg").requires_grad_()
+    gy = torch.randn(shape, generator=g)
+    y, yd = m(xc), md(xd)
+    y.backward(gy)
+    yd.backward(gy.to("openreg"))
+    assert layout(yd) == layout(y) == "channels_last"
+    assert_close_cpu(yd, y, atol=1e-5, rtol=1e-4)
+    assert_close_cpu(xd.grad, xc.grad, atol=1e-5, rtol=1e-4)
+    for pd, pc in zip(md.parameters(), m.parameters()):
+        assert_close_cpu(pd.grad, pc.grad, atol=1e-5, rtol=1e-4)

@@ -204,7 +204,7 @@ def _check_agreement(name: str, args: dict, pg, backend) -> None:
             f"openreg: {_AGREEMENT[name][0]} on openreg tensors, rank {pg.rank()} of process group "
             f"{pg.group_name!r} (global ranks {ranks}): the ranks could not compare this collective "
             f"within the group's timeout ({timeout.total_seconds():g} s): a rank may have died or hung, or "
-            f"called a collective on CPU tensors instead. gloo says: {e}"
+            f"called a collective on CPU tensors instead. The exchange raised: {e}"
         ) from e
     lines = "\n".join(f"  rank {r}: {f}" for r, f in enumerate(every))
     raise RuntimeError(

@@ -138,7 +138,7 @@ def _describe(x, trailing_only=False) -> str:
 
 
 def _fingerprint(name: str, args: dict) -> str:
-    """The collective as every rank must see it, e.g. "all_reduce(tensors=float32[4])"."""
+    """The collective as every rank must see it, e.g. "all_reduce(tensors=[float32[4]])"."""
     api, checked = _AGREEMENT[name]
     parts = [f"root={args['root_rank']}"] if "root_rank" in args else []
     for arg in checked:
@@ -170,50 +170,66 @@ def _all_gather_bytes(side, data: bytes) -> list:
     side._allgather_base(lengths, length).wait()
     width = int(lengths.max())
     mine = torch.zeros(width, dtype=torch.uint8)
-    mine[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else mine[:0]
+    mine[: len(data)] = torch.tensor(list(data), dtype=torch.uint8)
     every = torch.empty(side.size() * width, dtype=torch.uint8)
     side._allgather_base(every, mine).wait()
     return [bytes(every[r * width: r * width + n].tolist()) for r, n in enumerate(lengths.tolist())]
 
 
-def _check_agreement(name: str, args: dict, pg, backend) -> None:
-    """Raise the same RuntimeError on every rank of pg unless all of them call this
-    collective with the same fingerprint. A rank that died or hangs makes the exchange
-    fail within pg's timeout; the error then says which collective was waiting."""
+def _lost(name: str, pg, timeout, error: RuntimeError) -> RuntimeError:
+    """The exchange's error, with the collective, group and timeout first."""
+    import torch.distributed as dist
+
+    return type(error)(
+        f"openreg: {_AGREEMENT[name][0]} on openreg tensors, rank {pg.rank()} of process group "
+        f"{pg.group_name!r} (global ranks {dist.get_process_group_ranks(pg)}): the ranks could not compare "
+        f"this collective within the group's timeout ({timeout.total_seconds():g} s): a rank may have died "
+        f"or hung, or called a collective on CPU tensors instead. The exchange raised: {error}"
+    )
+
+
+def _check_agreement(name: str, args: dict, pg, backend):
+    """Start comparing this collective's fingerprint with the other ranks of pg; returns
+    a function that waits for the answer (None: no check) and raises the same
+    RuntimeError on every rank unless all fingerprints are equal. A rank that died or
+    hangs makes the exchange fail within pg's timeout; the error then says which
+    collective was waiting. (Started before the kernel waits for the device's queue, so
+    the exchange overlaps that wait.)"""
     import torch.distributed as dist
 
     if name not in _AGREEMENT or pg.size() == 1 or os.environ.get("OPENREG_DIST_CHECK", "1") == "0":
-        return
+        return None
     if not isinstance(backend, dist.ProcessGroupGloo):
-        return  # TORCH_DISTRIBUTED_DEBUG=DETAIL's wrapper checks the same itself
+        return None  # TORCH_DISTRIBUTED_DEBUG=DETAIL's wrapper checks the same itself
     if pg not in dist.distributed_c10d._world.pg_map:
-        return  # a group c10d does not know: no store to make the side group on
+        return None  # a group c10d does not know: no store to make the side group on
     mine = _fingerprint(name, args)
     timeout = backend.options._timeout
+    digest = int.from_bytes(hashlib.blake2b(mine.encode(), digest_size=8).digest(), "little", signed=True)
+    digests = torch.empty(pg.size(), dtype=torch.int64)
     try:
         side = _side_group(pg, timeout)
-        digest = int.from_bytes(hashlib.blake2b(mine.encode(), digest_size=8).digest(), "little", signed=True)
-        digests = torch.empty(pg.size(), dtype=torch.int64)
-        side._allgather_base(digests, torch.tensor([digest], dtype=torch.int64)).wait()
-        if bool((digests == digest).all()):
-            return
-        every = [b.decode() for b in _all_gather_bytes(side, mine.encode())]
+        work = side._allgather_base(digests, torch.tensor([digest], dtype=torch.int64))
     except RuntimeError as e:
-        ranks = dist.get_process_group_ranks(pg)
-        raise type(e)(
-            f"openreg: {_AGREEMENT[name][0]} on openreg tensors, rank {pg.rank()} of process group "
-            f"{pg.group_name!r} (global ranks {ranks}): the ranks could not compare this collective "
-            f"within the group's timeout ({timeout.total_seconds():g} s): a rank may have died or hung, or "
-            f"called a collective on CPU tensors instead. The exchange raised: {e}"
-        ) from e
-    lines = "\n".join(f"  rank {r}: {f}" for r, f in enumerate(every))
-    raise RuntimeError(
-        f"openreg: the ranks of process group {pg.group_name!r} called mismatched collectives on "
-        f"openreg tensors (they must agree on the collective, its root, shapes and dtypes; "
-        f"gloo would abort a process on this):\n{lines}\n"
-        "Nothing was sent: the process group is still usable. (OPENREG_DIST_CHECK=0 skips this check.)"
-    )
+        raise _lost(name, pg, timeout, e) from e
 
+    def wait_for_agreement():
+        try:
+            work.wait()
+            if bool((digests == digest).all()):
+                return
+            every = [b.decode() for b in _all_gather_bytes(side, mine.encode())]
+        except RuntimeError as e:
+            raise _lost(name, pg, timeout, e) from e
+        lines = "\n".join(f"  rank {r}: {f}" for r, f in enumerate(every))
+        raise RuntimeError(
+            f"openreg: the ranks of process group {pg.group_name!r} called mismatched collectives on "
+            f"openreg tensors (they must agree on the collective, its root, shapes and dtypes; "
+            f"gloo would abort a process on this):\n{lines}\n"
+            "Nothing was sent: the process group is still usable. (OPENREG_DIST_CHECK=0 skips this check.)"
+        )
+
+    return wait_for_agreement
 
 def _make_kernel(name: str):
     import torch.distributed as dist
@@ -224,7 +240,7 @@ def _make_kernel(name: str):
     def kernel(*args, **kwargs):
         named = dict(zip(arg_names, args), **kwargs)
         pg, backend = _check_gloo(named["process_group"])
-        _check_agreement(name, named, pg, backend)
+        wait_for_agreement = _check_agreement(name, named, pg, backend)
         calls = _Aliases()
         cpu_args = calls.to_cpu(args)
         cpu_kwargs = {k: calls.to_cpu(v) for k, v in kwargs.items()}
@@ -232,6 +248,8 @@ def _make_kernel(name: str):
         # earlier op's asynchronous error is raised here).
         for index in {t.device.index for t in calls.devices}:
             torch.openreg.synchronize(index)
+        if wait_for_agreement is not None:
+            wait_for_agreement()
         out = cpu_op(*cpu_args, **cpu_kwargs)
         tensors, work = out if isinstance(out, tuple) else (None, out)
         work = dist.Work.unbox(work)

@@ -90,8 +90,8 @@ def rank_main(args):
     from train import make_model
 
     g = torch.Generator().manual_seed(rank)
-    batch = {d: (torch.rand(args.batch, 1, 8, 8, generator=g).to(d), torch.randint(0, 10, (args.batch,), generator=g).to(d))
-             for d in ("cpu", "openreg")}
+    x, y = torch.rand(args.batch, 1, 8, 8, generator=g), torch.randint(0, 10, (args.batch,), generator=g)
+    batch = {d: (x.to(d), y.to(d)) for d in ("cpu", "openreg")}
     steps = {}
     for side, (device, check) in STEP_SIDES.items():
         torch.manual_seed(0)
@@ -101,22 +101,22 @@ def rank_main(args):
             model = DistributedDataParallel(model)
         steps[side] = (model, torch.optim.Adam(model.parameters(), lr=1e-3))
 
-    def step(side):
-        device, check = STEP_SIDES[side]
-        model, opt = steps[side]
-        if check is None:  # one process: rank 0 steps, rank 1 waits
-            if rank == 0:
-                _one_step(model, opt, batch[device])
-            return
-        set_check(check)
-        _one_step(model, opt, batch[device])
-
-    def _one_step(model, opt, xy):
+    def one_step(model, opt, xy):
         opt.zero_grad()
         loss = nn.functional.cross_entropy(model(xy[0]), xy[1])
         loss.backward()
         opt.step()
         loss.item()
+
+    def step(side):
+        device, check = STEP_SIDES[side]
+        model, opt = steps[side]
+        if check is None:  # one process: rank 0 steps, rank 1 waits
+            if rank == 0:
+                one_step(model, opt, batch[device])
+            return
+        set_check(check)
+        one_step(model, opt, batch[device])
 
     cases = {
         "all_reduce": (all_reduce_case(args.mb << 20, ALL_REDUCE_SIDES), list(ALL_REDUCE_SIDES), args.reps),
@@ -207,8 +207,9 @@ def report_lines(result, args, machine):
         "",
         f"DDP step / single-process step: CPU tensors {step['cpu'] / step['single cpu']:.2f}x, "
         f"openreg {step['openreg'] / step['single openreg']:.2f}x",
-        f"agreement check: +{(small['openreg'] - small['openreg, no check']) * 1e3:.2f} ms per {SMALL_BYTES // 1024} KB "
-        f"all_reduce, +{(step['openreg'] - step['openreg, no check']) * 1e3:.2f} ms per DDP step "
+        f"agreement check: +{(small['openreg'] - small['openreg, no check']) * 1e3:.2f} ms per "
+        f"{SMALL_BYTES // 1024} KB all_reduce, "
+        f"+{(step['openreg'] - step['openreg, no check']) * 1e3:.2f} ms per DDP step "
         f"({(step['openreg'] / step['openreg, no check'] - 1) * 100:+.0f}%)",
     ]
     return lines
@@ -217,13 +218,18 @@ def report_lines(result, args, machine):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--engine", default=None, help="engine name or library path (default: the default chain)")
-    p.add_argument("--mb", type=int, default=None, help="all_reduce size in MB of float32 (default 64; 1 with --quick)")
+    p.add_argument("--mb", type=int, default=None, help="all_reduce MB of float32 (default 64; 1 with --quick)")
     p.add_argument("--rounds", type=int, default=None, help="rounds (default 7; 1 with --quick)")
-    p.add_argument("--reps", type=int, default=None, help="large all_reduces per side and round (default 3; 1 with --quick)")
-    p.add_argument("--small-reps", type=int, default=None, help="4 KB all_reduces per side and round (default 200; 5 with --quick)")
-    p.add_argument("--steps", type=int, default=None, help="training steps per side and round (default 10; 1 with --quick)")
-    p.add_argument("--warmup", type=int, default=None, help="untimed training steps per side first (default 3; 1 with --quick)")
-    p.add_argument("--batch", type=int, default=32, help="samples per rank (default 32: examples/train_ddp.py's 64 on 2 ranks)")
+    p.add_argument("--reps", type=int, default=None,
+                   help="large all_reduces per side and round (default 3; 1 with --quick)")
+    p.add_argument("--small-reps", type=int, default=None,
+                   help="4 KB all_reduces per side and round (default 200; 5 with --quick)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="training steps per side and round (default 10; 1 with --quick)")
+    p.add_argument("--warmup", type=int, default=None,
+                   help="untimed training steps per side first (default 3; 1 with --quick)")
+    p.add_argument("--batch", type=int, default=32,
+                   help="samples per rank (default 32: examples/train_ddp.py's 64 on 2 ranks)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds before the ranks are killed (default 1800)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 1 MB, one round of one rep")
     p.add_argument("--json", default=None, metavar="PATH", help="write every round's figures here")

@@ -96,18 +96,6 @@ void set_tuned_routes(const std::vector<std::string>& chain,
   openreg::set_pending_tuned_routes(std::move(t));
 }
 
-py::dict memory_stats(c10::DeviceIndex index) {
-  auto m = openreg::memory_stats(index);
-  py::dict d;
-  d["allocated_bytes.all.current"] = m.allocated;
-  d["allocated_bytes.all.peak"] = m.allocated_peak;
-  d["reserved_bytes.all.current"] = m.reserved;
-  d["reserved_bytes.all.peak"] = m.reserved_peak;
-  d["num_device_alloc"] = m.num_allocs;
-  d["num_device_free"] = m.num_frees;
-  return d;
-}
-
 // Waits for the queued device work, without the GIL (nothing queued needs it, but a
 // waiting thread must not keep other Python threads from enqueueing).
 void wait_released() {
@@ -230,11 +218,6 @@ PYBIND11_MODULE(_C, m) {
     const auto& gen = openreg::default_generator(static_cast<c10::DeviceIndex>(i));
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(gen));
   });
-  m.def("_memory_stats", [](int i) { return memory_stats(static_cast<c10::DeviceIndex>(i)); });
-  m.def("_empty_cache", [] { openreg::empty_cache(); });
-  m.def("_reset_peak_memory_stats", [](int i) { openreg::reset_peak_memory_stats(static_cast<c10::DeviceIndex>(i)); });
-  m.def("_reset_accumulated_memory_stats",
-        [](int i) { openreg::reset_accumulated_memory_stats(static_cast<c10::DeviceIndex>(i)); });
   m.def("_stats", [] {
     wait_released();
     return engine_stats();

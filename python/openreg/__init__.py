@@ -12,7 +12,7 @@ import os
 import torch
 
 from . import _C  # loads libopenreg_core: kernels, allocator, hooks, guard
-from . import _autograd_exit, backend_meta, distributed, tuning
+from . import _autograd_exit, backend_meta, conv_layout, distributed, tuning
 from . import compile as _compile
 from . import device_module as _device_module
 
@@ -41,6 +41,7 @@ def _register() -> None:
 _register()
 _autograd_exit.install()
 backend_meta.install()  # backend metadata kept through FakeTensor conversion
+conv_layout.install()  # FakeTensor predicts convolution layouts as the device makes them
 tuning.apply_at_import()
 _compile.install(_device_module)  # torch.compile: registered when Dynamo and Inductor start (compile/__init__.py)
 distributed.install()  # gloo serves openreg tensors: init_process_group("gloo"), DDP (distributed.py)

@@ -114,11 +114,13 @@ def _register_reference():
 # ================================================================ the cases
 
 # (label, B, H, Hk, L, S, E, Ev, layout): layout "heads" is (B, L, H, E).transpose(1, 2),
-# "sliced" every other element of a wider base (no unit-stride rows), 3-d has no batch.
+# "rows outer" (L, B, H, E).permute(1, 2, 0, 3) (nn.MultiheadAttention's), "sliced"
+# every other element of a wider base (no unit-stride rows), 3-d has no batch.
 _SHAPES = (
     ("2x3, L 7, S 5, E 11, Ev 13", 2, 3, 3, 7, 5, 11, 13, "contiguous"),
     ("2x2, L = S = 37, E 16", 2, 2, 2, 37, 37, 16, 16, "contiguous"),
     ("heads transposed 2x3x17x8", 2, 3, 3, 17, 19, 8, 8, "heads"),
+    ("rows outermost 2x3x17x8", 2, 3, 3, 17, 19, 8, 8, "rows outer"),
     ("3-d 3x11x8", 0, 3, 3, 11, 13, 8, 8, "contiguous"),
     ("grouped heads 4 over 2, L 70", 2, 4, 2, 70, 23, 8, 8, "contiguous"),
     ("L 70 (two row blocks)", 1, 2, 2, 70, 29, 8, 8, "contiguous"),
@@ -131,6 +133,8 @@ def _qkv(ctx, b, h, rows, cols, layout):
     values = ctx.values(shape)
     if layout == "heads":
         return T(values.transpose(1, 2).contiguous(), lambda x: x.transpose(1, 2), grad=True)
+    if layout == "rows outer":
+        return T(values.permute(2, 0, 1, 3).contiguous(), lambda x: x.permute(1, 2, 0, 3), grad=True)
     return ctx.of(values, "sliced" if layout == "sliced" else "contiguous", grad=True)
 
 

@@ -69,6 +69,14 @@ class device:
         return False
 
 
+class device_of(device):
+    """Context manager that makes the device of tensor ``obj`` current, or does nothing
+    when ``obj`` is not on an openreg device (torch.cuda.device_of)."""
+
+    def __init__(self, obj: torch.Tensor):
+        super().__init__(obj.get_device() if obj.device.type == "openreg" else None)
+
+
 def is_initialized() -> bool:
     return _C._is_initialized()
 
@@ -135,41 +143,77 @@ def set_rng_state_all(new_states) -> None:
         set_rng_state(s, i)
 
 
-# ---- memory
+# ---- memory: torch.accelerator's allocator statistics (the device allocator's, as
+# torch.cuda reports its own), under torch.cuda's names
+
+OutOfMemoryError = torch.OutOfMemoryError  # what an allocation past the host's memory raises
 
 
 def memory_stats(device: _DeviceLike = None) -> dict:
-    return _C._memory_stats(_index(device))
+    """torch.cuda.memory_stats's keys ("allocated_bytes.all.current", ...); the device has
+    one pool, so the "all" figures are the ones that move."""
+    return torch.accelerator.memory_stats(_index(device))
 
 
 def memory_allocated(device: _DeviceLike = None) -> int:
-    return memory_stats(device)["allocated_bytes.all.current"]
+    return torch.accelerator.memory_allocated(_index(device))
 
 
 def max_memory_allocated(device: _DeviceLike = None) -> int:
-    return memory_stats(device)["allocated_bytes.all.peak"]
+    return torch.accelerator.max_memory_allocated(_index(device))
 
 
 def memory_reserved(device: _DeviceLike = None) -> int:
-    return memory_stats(device)["reserved_bytes.all.current"]
+    return torch.accelerator.memory_reserved(_index(device))
 
 
 def max_memory_reserved(device: _DeviceLike = None) -> int:
-    return memory_stats(device)["reserved_bytes.all.peak"]
+    return torch.accelerator.max_memory_reserved(_index(device))
 
 
 def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
-    _C._reset_peak_memory_stats(_index(device))
+    torch.accelerator.reset_peak_memory_stats(_index(device))
 
 
 def reset_accumulated_memory_stats(device: _DeviceLike = None) -> None:
-    _C._reset_accumulated_memory_stats(_index(device))
+    torch.accelerator.reset_accumulated_memory_stats(_index(device))
+
+
+def mem_get_info(device: _DeviceLike = None) -> tuple:
+    """(free, total) bytes: device memory is the host's, so the host's free and total RAM."""
+    return torch.accelerator.get_memory_info(_index(device))
+
+
+def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str:
+    """A readable table of memory_stats(), as torch.cuda.memory_summary gives (without
+    its large/small pool split: the device has one pool)."""
+    idx = _index(device)
+    stats = memory_stats(idx)
+
+    def size(n: int) -> str:
+        for unit in ("B", "KiB", "MiB", "GiB"):
+            if abs(n) < 1024 or unit == "GiB":
+                return f"{n} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+            n /= 1024
+        return str(n)
+
+    rows = [("Allocated memory", "allocated_bytes", size), ("Reserved memory", "reserved_bytes", size),
+            ("Allocations", "allocation", str), ("Segments", "segment", str)]
+    if not abbreviated:
+        rows += [("Active memory", "active_bytes", size), ("Active allocations", "active", str)]
+    lines = [f"openreg:{idx} memory summary", f"{'':<20}{'current':>14}{'peak':>14}{'allocated':>14}{'freed':>14}"]
+    for label, key, fmt in rows:
+        values = [fmt(stats.get(f"{key}.all.{k}", 0)) for k in ("current", "peak", "allocated", "freed")]
+        lines.append(f"{label:<20}" + "".join(f"{v:>14}" for v in values))
+    lines.append(f"device allocations: {stats.get('num_device_alloc', 0)}, frees: {stats.get('num_device_free', 0)}")
+    return "\n".join(lines) + "\n"
 
 
 def empty_cache() -> None:
     """Frees the device memory the allocator keeps cached for reuse (as
-    ``torch.cuda.empty_cache``); tensors in use are untouched."""
-    _C._empty_cache()
+    ``torch.cuda.empty_cache``), once the queued work that may still use it ran;
+    tensors in use are untouched."""
+    torch.accelerator.empty_cache()
 
 
 # ---- autocast (AMP) defaults, as torch.amp asks of a device module

@@ -134,14 +134,21 @@ def test_fully_masked_rows_give_zeros_as_cpu(openreg, assert_close_cpu):
         assert_close_cpu(d.grad, c.grad, atol=1e-5, rtol=1e-4)
 
 
-def test_heads_transposed_layout_and_expanded_gradient(openreg, assert_close_cpu):
-    """(B, L, H, E).transpose(1, 2) operands, as nn.MultiheadAttention makes them, and
-    the expanded gradient of out.sum()."""
+# (B, L, H, E).transpose(1, 2), as Hugging Face models make q, k and v; and
+# (L, B, H, E).permute(1, 2, 0, 3), nn.MultiheadAttention's, with the rows outermost
+# in memory (the onednn engine copies those to dense heads).
+_LAYOUTS = {"heads transposed": ((0, 2, 1, 3), (0, 2, 1, 3)), "rows outermost": ((2, 0, 1, 3), (1, 2, 0, 3))}
+
+
+@pytest.mark.parametrize("layout", sorted(_LAYOUTS))
+def test_strided_layouts_and_expanded_gradient(openreg, assert_close_cpu, layout):
+    """Operands viewed from another memory order, and the expanded gradient of out.sum()."""
+    store, view = _LAYOUTS[layout]
     q, k, v = _qkv()
-    cpu = [t.transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v)]
+    cpu = [t.permute(*store).contiguous().requires_grad_() for t in (q, k, v)]
     dev = [t.detach().to("openreg").requires_grad_() for t in cpu]
-    out_cpu = F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in cpu), is_causal=False)
-    out_dev = F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in dev), is_causal=False)
+    out_cpu = F.scaled_dot_product_attention(*(t.permute(*view) for t in cpu), is_causal=False)
+    out_dev = F.scaled_dot_product_attention(*(t.permute(*view) for t in dev), is_causal=False)
     out_cpu.sum().backward()
     out_dev.sum().backward()
     assert_close_cpu(out_dev, out_cpu, atol=1e-5, rtol=1e-4)

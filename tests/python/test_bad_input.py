@@ -235,6 +235,24 @@ def test_exception_type_as_on_cpu(name):
     assert_as_on_cpu(fn, raises=raises)
 
 
+# Checks CPU's kernel makes and the Meta kernel the outputs are sized with does not:
+# without them the engines reduce an empty tensor to their identity (-inf, +inf).
+UNCHECKED_BY_META = {
+    "max_of_empty": lambda d: torch.empty(0, device=d).max(),
+    "min_of_empty": lambda d: torch.empty(0, device=d).min(),
+    "max_of_empty_int64": lambda d: torch.empty(0, 3, dtype=torch.int64, device=d).max(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNCHECKED_BY_META))
+def test_checks_the_meta_kernel_skips_raise_as_on_cpu(name):
+    assert_as_on_cpu(UNCHECKED_BY_META[name], raises=RuntimeError, match=r"Expected reduction dim to be specified")
+
+
+def test_max_of_nonempty_still_works():
+    assert_as_on_cpu(lambda d: (ramp(2, 3, device=d).max(), ramp(1, device=d).min()))
+
+
 # The host side of the mapping, for every status an engine can report: the
 # third-party example engine, edited so that add with alpha = 100 + s fails with
 # status s. The mapping does not depend on the engine under test, so it is checked

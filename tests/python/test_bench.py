@@ -102,3 +102,27 @@ def test_compile_benchmark_smoke(run_command, repo_root, openreg, tmp_path):
     with open(md) as f:
         table = f.read()
     assert "digits CNN" in table and "compiled" in table.lower(), table
+
+
+def test_collectives_benchmark_smoke(run_command, repo_root, tmp_path):
+    # Two ranks of bench/collectives.py over gloo: every row present, with figures.
+    script = os.path.join(repo_root, "bench", "collectives.py")
+    path = str(tmp_path / "collectives.json")
+    proc = run_command([sys.executable, script, "--quick", "--json", path])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert re.search(r"vector features: avx2 (yes|no), avx512f (yes|no), avx512_bf16 (yes|no)", out), out
+    ms = r"\d+\.\d+ ms"
+    for row in (rf"\| all_reduce 1 MB float32 \| {ms} \(\d+\.\d+ GB/s\) \| {ms} \(\d+\.\d+ GB/s\) \| \d+\.\d+x \|",
+                rf"\| all_reduce 4 KB float32 \| {ms} \| {ms} \| \d+\.\d+x \|",
+                rf"\| all_reduce 4 KB, openreg without the agreement check \| {ms} \| {ms} \| \d+\.\d+x \|",
+                rf"\| DDP step, digits CNN, batch 32 per rank \| {ms} \| {ms} \| \d+\.\d+x \|",
+                rf"\| single-process step, batch 32 \| {ms} \| {ms} \| \d+\.\d+x \|",
+                r"DDP step / single-process step: CPU tensors \d+\.\d+x, openreg \d+\.\d+x",
+                r"agreement check: [+-]\d+\.\d+ ms per 4 KB all_reduce"):
+        assert re.search(row, out), f"no line matching {row!r} in:\n{out}"
+    import json
+    with open(path) as f:
+        times = json.load(f)["times"]
+    assert set(times["all_reduce"]) == {"cpu", "openreg"}, times
+    assert all(len(v) == 1 and v[0] > 0 for case in times.values() for v in case.values()), times

@@ -102,6 +102,17 @@ def test_digits_cnn_trains_compiled_as_on_cpu(openreg):
     _check_training_matches_cpu(make_model(), x, lambda m, x: nn.functional.cross_entropy(m(x["x"]), x["y"]))
 
 
+def test_channels_last_cnn_trains_compiled_as_on_cpu(openreg):
+    """The device's convolutions give channels-last results for channels-last inputs;
+    FakeTensor must predict that layout (openreg/conv_layout.py), or the compiled graph's
+    stride assertions fail."""
+    import test_conv as conv
+
+    torch.manual_seed(0)
+    x = conv.channels_last_inputs(torch.Generator().manual_seed(1))
+    _check_training_matches_cpu(conv.channels_last_net(), x, lambda m, x: conv.loss(m, x)[0])
+
+
 # ------------------------------------------------------------ the generated code
 
 

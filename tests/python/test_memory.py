@@ -160,3 +160,56 @@ def test_caching_can_be_turned_off(run_python):
     assert off.returncode == 0 and on.returncode == 0, off.stderr + on.stderr
     assert int(off.stdout.split()[-1]) == 0
     assert int(on.stdout.split()[-1]) == 1 << 22
+
+
+# ------------------------------------------------- the rest of torch.cuda's memory API
+
+
+def test_memory_stats_has_torch_cuda_keys(mem):
+    """The keys torch.cuda.memory_stats documents for its "all" pool, counting as the
+    allocator does: one more allocation and segment for a fresh 1 MiB block."""
+    before = mem.memory_stats()
+    t = _alloc_1mib()
+    stats = mem.memory_stats()
+    for key in ("allocation", "segment", "active", "active_bytes", "allocated_bytes", "reserved_bytes"):
+        for kind in ("current", "peak", "allocated", "freed"):
+            assert f"{key}.all.{kind}" in stats, f"memory_stats() lacks {key}.all.{kind}"
+    assert stats["allocation.all.current"] == before["allocation.all.current"] + 1
+    assert stats["allocated_bytes.all.allocated"] >= before["allocated_bytes.all.allocated"] + MiB
+    del t
+
+
+def test_mem_get_info_is_the_hosts_memory(mem):
+    import os
+
+    free, total = mem.mem_get_info()
+    page = os.sysconf("SC_PAGE_SIZE")
+    assert total == os.sysconf("SC_PHYS_PAGES") * page
+    assert 0 < free <= total
+    assert mem.mem_get_info(1)[1] == total
+
+
+def test_memory_summary_shows_the_figures(mem):
+    t = _alloc_1mib()
+    text = mem.memory_summary()
+    assert text.startswith("openreg:0 memory summary")
+    row = next(line for line in text.splitlines() if line.startswith("Allocated memory"))
+    current = mem.memory_allocated() / MiB
+    assert f"{current:.2f} MiB" in row, row
+    assert "Active memory" not in mem.memory_summary(abbreviated=True)
+    del t
+
+
+def test_out_of_memory_error_is_torchs(mem):
+    assert mem.OutOfMemoryError is torch.OutOfMemoryError
+    with pytest.raises(mem.OutOfMemoryError, match="out of memory"):
+        torch.empty(1 << 50, dtype=torch.uint8, device="openreg")
+
+
+def test_device_of(mem):
+    assert mem.current_device() == 0
+    with mem.device_of(torch.empty(1, device="openreg:1")):
+        assert mem.current_device() == 1
+    with mem.device_of(torch.empty(1)):  # a CPU tensor: no change
+        assert mem.current_device() == 0
+    assert mem.current_device() == 0

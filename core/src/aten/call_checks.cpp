@@ -141,6 +141,7 @@ DeviceRule device_rule_for(const c10::FunctionSchema& schema) {
   rule.internal_overlap_allowed = listed(name, kInternalOverlapAllowed);
   rule.any_overlap_refused = listed(name, kNoOverlapOps);
   rule.partial_overlap_allowed = listed(name, kPartialOverlapAllowed);
+  rule.empty_input_refused = (name == "aten::max" || name == "aten::min") && schema.overload_name().empty();
   const bool foreach_op = name.rfind("aten::_foreach_", 0) == 0;
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size() && i < 64; ++i) {
@@ -231,6 +232,14 @@ void refuse_quantized_call(const c10::OperatorHandle& op, torch::jit::Stack* sta
 
 TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_quantized_call>());
+}
+
+void check_empty_input(const DeviceRule& rule, c10::ArrayRef<c10::IValue> args) {
+  if (!rule.empty_input_refused || !args[0].isTensor() || args[0].toTensor().numel() != 0) return;
+  const std::string& name = rule.schema->name();
+  TORCH_CHECK(false, name.substr(name.find("::") + 2),
+              "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim "
+              "with the 'dim' argument.");
 }
 
 }  // namespace openreg

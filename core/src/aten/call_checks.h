@@ -34,6 +34,9 @@ struct DeviceRule {
   // Bit i: argument i is a ScalarType (quantize_per_tensor's dtype, _to_copy's):
   // a quantized one is refused, as quantized tensors are.
   uint64_t dtype_args = 0;
+  // max() and min() without a dim: CPU raises on an empty input, their Meta
+  // kernels don't (they give a 0-dim result the engines fill with -inf/+inf).
+  bool empty_input_refused = false;
 };
 
 DeviceRule device_rule_for(const c10::FunctionSchema& schema);
@@ -58,6 +61,10 @@ void check_devices(const DeviceRule& rule, const std::string& op_name, c10::Arra
 // here through check_devices, and every op of the QuantizedPrivateUse1 key (where
 // ops on a quantized dtype dispatch: empty(dtype=qint8), q_cpu.to("openreg")).
 [[noreturn]] void refuse_quantized(const std::string& op_name, std::optional<c10::ScalarType> dtype);
+
+// Throws CPU's error ("max(): Expected reduction dim to be specified for
+// input.numel() == 0. ...") when `rule` refuses an empty input and `self` is empty.
+void check_empty_input(const DeviceRule& rule, c10::ArrayRef<c10::IValue> args);
 
 void check_written_overlap(const DeviceRule& rule, c10::ArrayRef<c10::IValue> args,
                            c10::ArrayRef<int> written_args);

@@ -197,6 +197,7 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::DeviceIndex dev = call_device(plan, args, &dtype, &has_dtype, &numel);
   const c10::Device device(kDevice, dev);
   check_devices(plan.device_rule, plan.name, args, device);
+  check_empty_input(plan.device_rule, args);
   c10::OptionalDeviceGuard guard;
   if (dev != current_device()) guard.reset_device(device);
   lazy_init();
@@ -310,6 +311,9 @@ namespace {
 //    fused attention ops, whose CompositeExplicitAutograd kernel is such a stub;
 //  - native_layer_norm, whose CompositeExplicitAutograd kernel would split it
 //    into native_batch_norm + addcmul, so engines never saw a layer norm;
+//  - native_group_norm, whose CompositeExplicitAutograd kernel views its input
+//    as [1, N * groups, -1], which fails on a channels-last input (CPU's kernel
+//    takes it: nn.GroupNorm in a channels_last model raised);
 //  - the _foreach_* ops, whose CompositeExplicitAutograd loop would send the
 //    optimizer's step to engines as several ops per tensor; route_call still runs
 //    that loop when no engine serves them (composite_route.h).
@@ -324,7 +328,7 @@ struct RegisterDirectRoutes {
       bool structured = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
                         op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
       bool overrideable = name.name == "aten::convolution" || name.name == "aten::convolution_backward" ||
-                          name.name == "aten::native_layer_norm" ||
+                          name.name == "aten::native_layer_norm" || name.name == "aten::native_group_norm" ||
                           name.name == "aten::_scaled_dot_product_fused_attention_overrideable" ||
                           name.name == "aten::_scaled_dot_product_fused_attention_overrideable_backward";
       if (!structured && !overrideable && !wants_composite_route(*op)) continue;

@@ -6,6 +6,7 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty_strided.h>
+#include <c10/core/MemoryFormat.h>
 
 #include <cstring>
 
@@ -143,6 +144,32 @@ OutputGeometry geometry_of(const at::Tensor& m) {
   return o;
 }
 
+// Convolutions give channels-last results (output, grad_input, grad_weight) when
+// the input or the weight is channels-last, as CPU's and CUDA's kernels do; their
+// Meta kernels, not knowing the backend, leave them contiguous. So a model moved to
+// channels_last keeps that layout from layer to layer, as on CPU.
+c10::MemoryFormat conv_result_format(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
+  int input = -1;
+  if (plan.name == "aten::convolution") input = 0;
+  if (plan.name == "aten::convolution_backward") input = 1;
+  if (input < 0) return c10::MemoryFormat::Contiguous;
+  for (int i : {input, input + 1}) {  // the input, then the weight
+    const c10::MemoryFormat f = args[i].toTensor().suggest_memory_format();
+    if (f != c10::MemoryFormat::Contiguous) return f;
+  }
+  return c10::MemoryFormat::Contiguous;
+}
+
+void apply_memory_format(c10::MemoryFormat format, OutputGeometry& o) {
+  if (format == c10::MemoryFormat::ChannelsLast && o.sizes.size() == 4) {
+    const auto st = c10::get_channels_last_strides_2d(o.sizes);
+    o.strides.assign(st.begin(), st.end());
+  } else if (format == c10::MemoryFormat::ChannelsLast3d && o.sizes.size() == 5) {
+    const auto st = c10::get_channels_last_strides_3d(o.sizes);
+    o.strides.assign(st.begin(), st.end());
+  }
+}
+
 // Runs the Meta kernel on Meta twins of the device tensors. Throws when the op
 // has no Meta kernel or its shapes depend on the data.
 std::shared_ptr<const OutputPlan> run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
@@ -186,6 +213,11 @@ std::shared_ptr<const OutputPlan> run_meta(const c10::OperatorHandle& op, c10::A
       for (const auto& item : m.toTensorList()) rg.tensors.push_back(geometry_of(item));
     }
     result->returns.push_back(std::move(rg));
+  }
+  const c10::MemoryFormat format = conv_result_format(plan, args);
+  if (format != c10::MemoryFormat::Contiguous) {
+    for (ReturnGeometry& rg : result->returns)
+      if (rg.kind == ReturnGeometry::kTensor) apply_memory_format(format, rg.tensors[0]);
   }
   return result;
 }

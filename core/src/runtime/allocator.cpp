@@ -193,7 +193,6 @@ void PinnedAllocator::release(void* p) {
 }  // namespace
 
 c10::Allocator* device_allocator() { return &g_allocator; }
-void empty_cache() { g_allocator.emptyCache(c10::MempoolId_t{0, 0}); }
 c10::Allocator* pinned_allocator() { return &g_pinned; }
 bool is_pinned_ptr(const void* ptr) { return ptr && g_pinned.contains(ptr); }
 
@@ -209,8 +208,6 @@ MemoryStats memory_stats(c10::DeviceIndex index) {
   return m;
 }
 
-void reset_peak_memory_stats(c10::DeviceIndex index) { g_allocator.resetPeakStats(index); }
-void reset_accumulated_memory_stats(c10::DeviceIndex index) { g_allocator.resetAccumulatedStats(index); }
 
 void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   TORCH_CHECK(storage.resizable(), "openreg: trying to resize a storage that is not resizable");

@@ -84,7 +84,6 @@ c10::DeviceCapability device_capability(c10::DeviceIndex index);
 
 // ---- memory (allocator.cpp)
 c10::Allocator* device_allocator();
-void empty_cache();  // frees the device memory the allocator keeps for reuse
 c10::Allocator* pinned_allocator();
 bool is_pinned_ptr(const void* ptr);
 struct MemoryStats {
@@ -92,8 +91,6 @@ struct MemoryStats {
   int64_t num_allocs = 0, num_frees = 0;
 };
 MemoryStats memory_stats(c10::DeviceIndex index);
-void reset_peak_memory_stats(c10::DeviceIndex index);
-void reset_accumulated_memory_stats(c10::DeviceIndex index);
 // Grows or shrinks a storage's allocation, keeping the common prefix.
 void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
 

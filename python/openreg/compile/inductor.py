@@ -23,9 +23,11 @@ DEVICE = "openreg"
 
 
 class _CodeVersion(CustomGraphModulePass):
-    """Changes nothing in the graph. Its uuid, the hash of this package's sources, is
-    part of Inductor's FX graph cache key, so a graph compiled by another version of
-    this code (another wrapper) is compiled again rather than loaded from the cache."""
+    """Changes nothing in the graph. Its uuid, the hash of this package's sources, of
+    conv_layout.py (the layouts FakeTensor predicts) and of the core library (the
+    layouts the device's ops give, which compiled graphs assert), is part of
+    Inductor's FX graph cache key, so a graph compiled by another version of this code
+    is compiled again rather than loaded from the cache."""
 
     _uuid = None
 
@@ -35,7 +37,10 @@ class _CodeVersion(CustomGraphModulePass):
     def uuid(self) -> bytes:
         if _CodeVersion._uuid is None:
             here = os.path.dirname(os.path.abspath(__file__))
-            _CodeVersion._uuid = get_hash_for_files(tuple(sorted(glob.glob(os.path.join(here, "*.py")))))
+            package = os.path.dirname(here)
+            files = sorted(glob.glob(os.path.join(here, "*.py")))
+            files += [os.path.join(package, "conv_layout.py"), os.path.join(package, "lib", "libopenreg_core.so")]
+            _CodeVersion._uuid = get_hash_for_files(tuple(f for f in files if os.path.exists(f)))
         return _CodeVersion._uuid
 
 

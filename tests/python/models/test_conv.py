@@ -1,5 +1,6 @@
-"""torch.nn Conv1d and ConvTranspose2d with strides, padding, dilation and groups,
-each in a small network: training step and bf16 autocast against CPU."""
+"""torch.nn Conv1d and ConvTranspose2d with strides, padding, dilation and groups, and a
+CNN run in channels_last (GroupNorm, a depthwise convolution, BatchNorm), each in a small
+network: training step and bf16 autocast against CPU."""
 
 import pytest
 import torch
@@ -27,6 +28,33 @@ def conv_transpose2d_net():
     )
 
 
+class ChannelsLastNet(nn.Module):
+    """Weights and activations channels-last, as users run CNNs for speed."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(3, 8, kernel_size=3, padding=1),
+            nn.GroupNorm(2, 8),
+            nn.SiLU(),
+            nn.Conv2d(8, 8, kernel_size=3, padding=1, groups=8),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.Conv2d(8, 3, kernel_size=1),
+        )
+
+    def forward(self, x):
+        return self.body(x.contiguous(memory_format=torch.channels_last))
+
+
+def channels_last_net():
+    return ChannelsLastNet().to(memory_format=torch.channels_last)
+
+
+def channels_last_inputs(gen):
+    return {"x": torch.randn(2, 3, 10, 10, generator=gen), "y": torch.randn(2, 3, 10, 10, generator=gen)}
+
+
 def conv1d_inputs(gen):
     return {"x": torch.randn(3, 4, 17, generator=gen), "y": torch.randn(3, 3, 9, generator=gen)}
 
@@ -41,7 +69,8 @@ def loss(model, x):
 
 
 CASES = [Case("conv1d", conv1d_net, conv1d_inputs, loss),
-         Case("conv_transpose2d", conv_transpose2d_net, conv_transpose2d_inputs, loss)]
+         Case("conv_transpose2d", conv_transpose2d_net, conv_transpose2d_inputs, loss),
+         Case("channels_last", channels_last_net, channels_last_inputs, loss)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

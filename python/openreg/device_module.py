@@ -49,7 +49,11 @@ def current_device() -> int:
 
 
 def set_device(device: _DeviceLike) -> None:
-    _C._set_device(_index(device))
+    """Makes ``device`` current, initialising the device first (as torch.cuda.set_device
+    does: DeviceMesh sets the device and expects it initialised)."""
+    idx = _index(device)
+    _lazy_init()
+    _C._set_device(idx)
 
 
 class device:

@@ -66,6 +66,18 @@ def test_lazy_initialisation_subprocess(run_python, describe):
     assert re.search(r"^AFTER True$", proc.stdout, re.M), describe(proc)
 
 
+def test_set_device_initialises_as_cuda_does_subprocess(run_python, describe):
+    """torch.cuda.set_device initialises CUDA; DeviceMesh (FSDP2) relies on it."""
+    code = (
+        "import torch, openreg\n"
+        "torch.openreg.set_device(1)\n"
+        "print('AFTER', torch.openreg.is_initialized(), torch.openreg.current_device())\n"
+    )
+    proc = run_python(code)
+    assert proc.returncode == 0, describe(proc)
+    assert re.search(r"^AFTER True 1$", proc.stdout, re.M), describe(proc)
+
+
 def test_current_device_default(openreg):
     assert torch.openreg.current_device() == 0
     t = torch.empty(1, device="openreg")

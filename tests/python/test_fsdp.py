@@ -385,7 +385,6 @@ def _rank_main(rank, tmp):
     from torch.distributed.device_mesh import init_device_mesh
 
     torch.openreg.set_device(rank % torch.openreg.device_count())  # before the mesh, as on CUDA
-    torch.openreg.init()  # else DeviceMesh takes the device for unset and warns
     dist.init_process_group(
         "gloo", init_method=f"file://{os.path.join(tmp, 'store')}", rank=rank, world_size=WORLD, timeout=PG_TIMEOUT
     )

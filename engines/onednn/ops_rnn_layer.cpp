@@ -8,9 +8,12 @@
 // PyTorch's weights [4H, I] and [4H, H] (gates i, f, g, o, oneDNN's order too)
 // are oneDNN's ldgoi layout; they are reordered per call into the layout the
 // primitive picks, as torch CPU does (the weights may change between calls).
-// The two biases are summed into one. Training calls (which need a workspace
-// in CPU's format), packed sequences, batch_first and strided operands
-// decline: the reference engine runs them.
+// The two biases are summed into one. Training calls (train=True, whose
+// workspace is the serving engine's record for its own
+// mkldnn_rnn_layer_backward, which this engine does not serve), packed
+// sequences, batch_first and strided operands decline: the reference engine
+// runs them. The host sizes this op's outputs by the kernel (CPU's workspace
+// is not the Meta kernel's size): they are allocated here, the workspace empty.
 #include <string_view>
 
 #include "ops.h"
@@ -30,6 +33,19 @@ struct LstmEntry {
   dnnl::lstm_forward::primitive_desc pd;
   dnnl::lstm_forward prim;
 };
+
+// Output i: the host's, or allocated here into `desc` (contiguous, `sizes`)
+// when the call leaves sizing to the engine.
+sdk::Tensor output(const sdk::Call& call, int i, std::vector<int64_t> sizes, openreg_tensor* desc,
+                   openreg_dtype dtype = sdk::dtypes::float32) {
+  if (!call.dynamic_outputs()) return call.output(i);
+  *desc = openreg_tensor{};
+  desc->struct_size = sizeof(openreg_tensor);
+  const openreg_call* raw = call.raw();
+  const openreg_status st = raw->alloc_output(raw, i, static_cast<int32_t>(sizes.size()), sizes.data(), dtype, desc);
+  if (st != OPENREG_STATUS_OK) sdk::fail(st, sdk::str(call.op_name(), ": the host could not allocate output ", i));
+  return sdk::Tensor(desc);
+}
 
 }  // namespace
 
@@ -54,9 +70,14 @@ void lstm_layer(const sdk::Call& call) {
                     name, ": weights ", w_ih.describe(), ", ", w_hh.describe(), ", biases ", b_ih.describe(), ", ",
                     b_hh.describe(), " and states ", hx.describe(), ", ", cx.describe(), " do not fit input ",
                     x.describe(), " and hidden size ", H);
-  const sdk::Tensor y = call.output(0), hy = call.output(1), cy = call.output(2);
-  for (const sdk::Tensor& t : {x, w_ih, w_hh, b_ih, b_hh, hx, cx, y, hy, cy})
+  for (const sdk::Tensor& t : {x, w_ih, w_hh, b_ih, b_hh, hx, cx})
     OPENREG_SDK_REQUIRE(t.is_contiguous(), name, ": contiguous operands only, got ", t.describe());
+  openreg_tensor descs[4];
+  const sdk::Tensor y = output(call, 0, {T, B, H}, &descs[0]), hy = output(call, 1, {B, H}, &descs[1]),
+                    cy = output(call, 2, {B, H}, &descs[2]);
+  output(call, 3, {0}, &descs[3], sdk::dtypes::uint8);  // no workspace: nothing to keep without a backward
+  for (const sdk::Tensor& t : {y, hy, cy})
+    OPENREG_SDK_REQUIRE(t.is_contiguous(), name, ": contiguous outputs only, got ", t.describe());
   if (T == 0 || B == 0 || H == 0) return;
 
   using tag = memory::format_tag;

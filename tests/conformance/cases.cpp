@@ -1105,29 +1105,36 @@ std::vector<Case> attention(const Name& n, openreg_dtype d) {
 
 // mkldnn_rnn_layer(input [T, B, I], w_ih, w_hh, b_ih, b_hh, hx [B, H], cx [B, H],
 // reverse, batch_sizes, mode=2 (LSTM), hidden_size, num_layers=1, has_biases,
-// bidirectional=False, batch_first=False, train=False): a whole LSTM layer
-// without backward, as core sends it. Operands contiguous and time-major, as
-// the reference (CPU's kernel) requires; the workspace is implementation-defined.
+// bidirectional=False, batch_first=False, train): a whole LSTM layer as core
+// sends it, train=False without a backward, train=True in training. Operands
+// contiguous and time-major, as the reference (CPU's kernel) requires; the
+// workspace is implementation-defined (the serving engine's record for its own
+// mkldnn_rnn_layer_backward). That backward has no cases here: its workspace
+// input must come from the engine's own forward, which one call cannot chain;
+// the cases through torch (python/openreg/conformance_cases_rnn.py) make it
+// with CPU's forward.
 std::vector<Case> lstm_layer(const Name& n, openreg_dtype d) {
   std::vector<Case> cases;
-  auto add = [&](std::string label, int64_t t, int64_t b, int64_t i, int64_t h, bool reverse, bool bias) {
-    Builder c(std::move(label));
+  auto add = [&](std::string label, int64_t t, int64_t b, int64_t i, int64_t h, bool reverse, bool bias, bool train) {
+    Builder c(std::move(label) + (train ? ", train" : ""));
     c.tensor(T(d, {t, b, i})).tensor(T(d, {4 * h, i})).tensor(T(d, {4 * h, h}));
     c.tensor(T(d, {4 * h})).tensor(T(d, {4 * h}));  // ignored without has_biases
     c.tensor(T(d, {b, h})).tensor(T(d, {b, h}));
     c.arg(Arg::boolean(reverse)).arg(Arg::int_list({})).arg(Arg::integer(2)).arg(Arg::integer(h));
     c.arg(Arg::integer(1)).arg(Arg::boolean(bias)).arg(Arg::boolean(false)).arg(Arg::boolean(false));
-    c.arg(Arg::boolean(false));
+    c.arg(Arg::boolean(train));
     c.c.num_outputs = 4;
     c.c.skip_outputs = {3};
     c.c.tol_scale = 10;  // GEMMs over the input and hidden sizes, then a recurrence
     cases.push_back(c.done());
   };
-  add("6x5x9, hidden 7", 6, 5, 9, 7, false, true);
-  add("6x5x9, hidden 7, reverse", 6, 5, 9, 7, true, true);
-  add("6x5x9, hidden 7, has_biases=False", 6, 5, 9, 7, false, false);
-  add("one step, batch of one", 1, 1, 9, 13, false, true);
-  add("20x64x32, hidden 40 (parallel path)", 20, 64, 32, 40, false, true);
+  for (bool train : {false, true}) {
+    add("6x5x9, hidden 7", 6, 5, 9, 7, false, true, train);
+    add("6x5x9, hidden 7, reverse", 6, 5, 9, 7, true, true, train);
+    add("6x5x9, hidden 7, has_biases=False", 6, 5, 9, 7, false, false, train);
+    add("one step, batch of one", 1, 1, 9, 13, false, true, train);
+    add("20x64x32, hidden 40 (parallel path)", 20, 64, 32, 40, false, true, train);
+  }
   return variant(n, "aten::mkldnn_rnn_layer", cases, 4);
 }
 

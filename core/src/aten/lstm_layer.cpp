@@ -220,6 +220,7 @@ struct WholeLstmLayer : public torch::autograd::Function<WholeLstmLayer> {
     ctx->saved_data["reverse"] = reverse;
     ctx->save_for_backward({x, h0, c0, w_ih, w_hh, b_ih.value_or(Tensor()), b_hh.value_or(Tensor()), y, h_n, c_n,
                             workspace});
+    ctx->set_materialize_grads(false);  // an unused output's gradient goes as None, not as zeros
     return {y, h_n, c_n};
   }
 

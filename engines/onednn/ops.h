@@ -31,6 +31,7 @@ void layer_norm_backward(const sdk::Call& call);
 
 // ops_rnn_layer.cpp: an LSTM layer without backward (aten::mkldnn_rnn_layer)
 void lstm_layer(const sdk::Call& call);
+void lstm_layer_backward(const sdk::Call& call);
 
 // ops_softmax.cpp
 void softmax(const sdk::Call& call);

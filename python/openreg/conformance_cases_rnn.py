@@ -240,6 +240,29 @@ def _lstm_layer_cases(ctx):
     return cases
 
 
+class _Workspace(T):
+    """The workspace argument of a backward case: the one the forward leaves on
+    each side. On the device, the forward runs there too (the first engine that
+    takes a train=True call), so an engine's backward reads its own workspace,
+    as core arranges; on CPU, CPU's. ``layer`` is the forward's arguments."""
+
+    def __init__(self, cpu_workspace, layer):
+        super().__init__(cpu_workspace, grad=False)
+        self.layer = layer
+
+    def make(self, device, requires_grad=False):
+        """(leaf, argument): the leaf, which the runner compares across the two
+        sides after the call, is empty: the workspaces' sizes and bytes are each
+        side's own."""
+        if device == "cpu":
+            workspace = self.base.clone()
+        else:
+            args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in self.layer]
+            with torch.enable_grad():
+                workspace = torch.ops.aten.mkldnn_rnn_layer(*args)[3]
+        return workspace.new_empty(0), workspace
+
+
 @register("mkldnn_rnn_layer_backward", accumulates=True)
 def _lstm_layer_backward_cases(ctx):
     """The backward of a whole LSTM layer, as core calls it after a
@@ -249,22 +272,21 @@ def _lstm_layer_backward_cases(ctx):
     batch_sizes, batch_first=False, workspace).
 
     The workspace is the one its forward left, and means something only to the
-    implementation that made it: the forward here is torch CPU's (train=True,
-    under grad mode, which CPU's kernel needs to keep one), so only an engine
-    that reads CPU's workspace can pass these cases (core never sends an engine
-    another's workspace: docs/design.md). Absent gradients: some outputs unused."""
+    implementation that made it: each side gets its own (:class:`_Workspace`;
+    CPU's forward keeps one only under grad mode). output, hy and cy are CPU's
+    forward's on both sides. Absent gradients: some outputs unused."""
     cases = []
     grads_sets = (("all gradients", (True, True, True)), ("grad_output only", (True, False, False)),
                   ("grad_hy and grad_cy only", (False, True, True)))
     for label, t, b, i, h, opt in _LAYER_SHAPES:
         operands = _layer_operands(ctx, t, b, i, h)
         reverse, biases = opt.get("reverse", False), opt.get("biases", True)
+        layer = (*operands, reverse, [], 2, h, 1, biases, False, False, True)
         with torch.enable_grad():
-            y, hy, cy, workspace = torch.ops.aten.mkldnn_rnn_layer(*operands, reverse, [], 2, h, 1, biases, False,
-                                                                     False, True)
-        for which, present in (grads_sets if label.startswith("6x5x9, hidden 7") and not opt else grads_sets[:1]):
+            y, hy, cy, workspace = torch.ops.aten.mkldnn_rnn_layer(*layer)
+        for which, present in (grads_sets if not opt and t == 6 else grads_sets[:1]):
             grads = [ctx.of(ctx.values(o.shape), grad=False) if p else None for o, p in zip((y, hy, cy), present)]
             cases.append(Case(f"{label}, {which}", *(ctx.of(v, grad=False) for v in operands),
                               *(ctx.of(o, grad=False) for o in (y, hy, cy)), *grads, reverse, 2, h, 1, biases, True,
-                              False, [], False, ctx.of(workspace, grad=False)))
+                              False, [], False, _Workspace(workspace, layer)))
     return cases

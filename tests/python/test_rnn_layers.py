@@ -244,12 +244,18 @@ def test_lstm_training_takes_strided_operands():
         _close(a.grad, b.grad, f"gradient of operand {k}")
 
 
-def test_whole_layer_conformance_cases_pass_through_the_reference_engine():
+def test_backward_conformance_cases_pass_on_the_serving_engine():
     # The conformance cases of the training backward (python/openreg/
-    # conformance_cases_rnn.py; no in-tree engine lists the op, so the gate never
-    # runs them) against torch CPU, on the engine that serves them today.
+    # conformance_cases_rnn.py) against torch CPU, judged for each engine of this
+    # chain: whichever serves them (onednn; aten_ref, which the gate never
+    # judges, on the other chains) passes, and none fails. (The forward's
+    # workspace output, when both sides size it alike, would be compared byte by
+    # byte by the runner: CPU's holds uninitialised padding.)
     from openreg import conformance
 
-    runner = conformance.Runner("aten_ref")
-    result, detail = conformance.check_row(runner, "aten::mkldnn_rnn_layer_backward", torch.float32, True)
-    assert result == "pass", detail
+    torch.ones(1, device="openreg")
+    op = "aten::mkldnn_rnn_layer_backward"
+    results = {e: conformance.check_row(conformance.Runner(e), op, torch.float32, True)
+               for e in openreg.info()["chain"]}
+    assert all(r != "FAIL" for r, _ in results.values()), results
+    assert any(r == "pass" for r, _ in results.values()), results

@@ -5,6 +5,8 @@ backward computes the weight gradients once per layer, not once per step. A
 float32 LSTM layer is one aten::mkldnn_rnn_layer call (and in training one
 aten::mkldnn_rnn_layer_backward call), both on one engine."""
 
+import json
+
 import pytest
 import torch
 import torch.nn as nn
@@ -259,3 +261,49 @@ def test_backward_conformance_cases_pass_on_the_serving_engine():
                for e in openreg.info()["chain"]}
     assert all(r != "FAIL" for r, _ in results.values()), results
     assert any(r == "pass" for r, _ in results.values()), results
+
+
+TUNED_CHECK = r"""
+import json, torch, openreg
+torch.manual_seed(0)
+ref = torch.nn.LSTM(6, 8, num_layers=2)
+dev = torch.nn.LSTM(6, 8, num_layers=2)
+dev.load_state_dict(ref.state_dict())
+dev.to("openreg")
+x = torch.randn(5, 3, 6)
+openreg.reset_stats()
+ref(x)[0].square().sum().backward()
+dev(x.to("openreg"))[0].square().sum().backward()
+err = max((a.grad - b.grad.cpu()).abs().max().item() for a, b in zip(ref.parameters(), dev.parameters()))
+stats = openreg.stats()
+print(json.dumps({"err": err, **{k: stats.get(k, {}) for k in
+      ("aten::mkldnn_rnn_layer", "aten::mkldnn_rnn_layer_backward", "aten::_thnn_fused_lstm_cell")}}))
+"""
+
+
+@pytest.mark.parametrize("backward_first", ["aten_ref", "onednn"])
+def test_a_tuned_table_never_splits_forward_and_backward(run_python, tmp_path, backward_first):
+    # A table that sends the training forward and its backward to different
+    # engines first would hand the backward a workspace it cannot read: such a
+    # layer takes the step path instead. A table that keeps them together keeps
+    # the two calls.
+    from openreg import tuning
+
+    chain = ("onednn", "eigen", "aten_ref")
+    found = {f["name"]: f["path"] for f in openreg.engines_available()}
+    if any(e not in found for e in chain):
+        pytest.skip("needs every in-tree engine")
+    routes = {"aten::mkldnn_rnn_layer|float32": ["aten_ref"] * 4,
+              "aten::mkldnn_rnn_layer_backward|float32": [backward_first] * 4}
+    table = {"version": tuning.TABLE_VERSION, "made": "test", "chain": list(chain), "routes": routes,
+             "engines": [tuning._fingerprint(e, found[e]) for e in chain]}
+    path = tmp_path / "routes.json"
+    path.write_text(json.dumps(table))
+    proc = run_python(TUNED_CHECK, env_extra={"OPENREG_ENGINE": None, "OPENREG_ROUTES": str(path)})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["err"] < 1e-5, out
+    if backward_first == "aten_ref":  # together: both on aten_ref
+        assert out["aten::mkldnn_rnn_layer"] == out["aten::mkldnn_rnn_layer_backward"] == {"aten_ref": 2}, out
+    else:  # split: the step path
+        assert not out["aten::mkldnn_rnn_layer_backward"] and out["aten::_thnn_fused_lstm_cell"], out

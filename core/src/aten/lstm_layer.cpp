@@ -169,7 +169,7 @@ std::vector<const Engine*> offer_order(const Route& r, int64_t numel) {
 // engines that serve the backward come in the same order in both routes (a
 // tuned table might order the two ops differently), so the first engine that
 // takes the forward is the first to take the backward. Both calls are routed by
-// the input (their first tensor): one size class.
+// the layer's input (their first tensor): one size class.
 bool training_calls_apply(const Tensor& input) {
   Route* fwd = whole_layer_route("aten::mkldnn_rnn_layer", input);
   Route* bwd = whole_layer_route("aten::mkldnn_rnn_layer_backward", input);
@@ -253,7 +253,6 @@ std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, at::TensorList hx, 
     return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
   const bool keep = rnn::needs_backward(input, hx, params);
   const bool one_call = !keep && whole_layer_route("aten::mkldnn_rnn_layer", input);
-  const bool two_calls = keep && training_calls_apply(input);
   const int64_t per = stack.params_per_layer();
   auto out = rnn::run_stack(input, stack, dropout, train, batch_first, [&](const Tensor& x, int64_t k, bool reverse) {
     const std::optional<Tensor> none;
@@ -264,7 +263,8 @@ std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, at::TensorList hx, 
       at::AutoDispatchBelowADInplaceOrView no_autograd;  // nothing here needs a backward
       return whole_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse);
     }
-    if (two_calls) return WholeLstmLayer::apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse);
+    // Per layer: each layer's input is its calls' size class.
+    if (keep && training_calls_apply(x)) return WholeLstmLayer::apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse);
     return LstmLayer::apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, keep);
   });
   return {out[0], out[1], out[2]};

@@ -237,7 +237,8 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     oe::register_optim_ops(e);
     sdk::rnn::register_ops(e);  // the fused LSTM/GRU cells (openreg/sdk/rnn.hpp)
     oe::register_attention_ops(e, oe::guarded);  // the overrideable fused attention ops
-    e.op("aten::mkldnn_rnn_layer", {f32}, oe::guarded(oe::lstm_layer));
+    e.dynamic_op("aten::mkldnn_rnn_layer", {f32}, oe::guarded(oe::lstm_layer));  // sized by the kernel
+    e.op("aten::mkldnn_rnn_layer_backward", {f32}, oe::guarded(oe::lstm_layer_backward));
 
     e.on_init([](const sdk::Host& h) {
       oe::g_host = h;

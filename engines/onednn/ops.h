@@ -29,8 +29,9 @@ void batch_norm_backward(const sdk::Call& call);
 void layer_norm(const sdk::Call& call);
 void layer_norm_backward(const sdk::Call& call);
 
-// ops_rnn_layer.cpp: an LSTM layer without backward (aten::mkldnn_rnn_layer)
+// ops_rnn_layer.cpp: an LSTM layer, forward and backward (aten::mkldnn_rnn_layer, mkldnn_rnn_layer_backward)
 void lstm_layer(const sdk::Call& call);
+void lstm_layer_backward(const sdk::Call& call);
 
 // ops_softmax.cpp
 void softmax(const sdk::Call& call);

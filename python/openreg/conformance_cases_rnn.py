@@ -201,30 +201,92 @@ def _gru_backward_cases(ctx):
     return cases
 
 
+# (label, T, B, I, H, options): the whole-layer shapes both directions of the op take.
+_LAYER_SHAPES = (
+    ("6x5x9, hidden 7", 6, _B, 9, _H, {}),
+    ("6x5x9, hidden 7, reverse", 6, _B, 9, _H, {"reverse": True}),
+    ("6x5x9, hidden 7, has_biases=False", 6, _B, 9, _H, {"biases": False}),
+    ("one step, batch of one", 1, 1, 9, 13, {}),
+    ("20x64x32, hidden 40 (parallel path)", 20, 64, 32, 40, {}),
+)
+
+
+def _layer_operands(ctx, t, b, i, h):
+    """Values of (input, w_ih, w_hh, b_ih, b_hh, hx, cx)."""
+    shapes = ((t, b, i), (4 * h, i), (4 * h, h), (4 * h,), (4 * h,), (b, h), (b, h))
+    return [ctx.values(shape) for shape in shapes]
+
+
 @register("mkldnn_rnn_layer", accumulates=True)
 def _lstm_layer_cases(ctx):
-    """A whole LSTM layer without backward, as core calls it for a float32
-    nn.LSTM under no_grad: (input [T, B, I], w_ih, w_hh, b_ih, b_hh, hx [B, H],
-    cx [B, H], reverse, batch_sizes, mode=2, hidden_size, num_layers=1,
-    has_biases, bidirectional=False, batch_first=False, train=False).
+    """A whole LSTM layer as core calls it for a float32 nn.LSTM: (input
+    [T, B, I], w_ih, w_hh, b_ih, b_hh, hx [B, H], cx [B, H], reverse,
+    batch_sizes, mode=2, hidden_size, num_layers=1, has_biases,
+    bidirectional=False, batch_first=False, train), train=False under no_grad,
+    train=True in training (with a workspace for mkldnn_rnn_layer_backward).
 
     The reference is torch CPU's own kernel (oneDNN's RNN primitive). It reads
     every operand as contiguous and time-major (a strided input gives wrong
     values, batch_first=True crashes it): core sends nothing else, so the cases
-    have nothing else. The workspace output is left open (its size is the CPU
-    kernel's business; the Meta kernel sizes it empty)."""
+    have nothing else. The workspace output is left open: its size and layout
+    are the serving engine's business (the host sizes it by the kernel)."""
+    cases = []
+    for train in (False, True):
+        for label, t, b, i, h, opt in _LAYER_SHAPES:
+            # Without has_biases the bias operands are ignored (random here, to check that).
+            operands = [ctx.of(v, grad=False) for v in _layer_operands(ctx, t, b, i, h)]
+            cases.append(Case(f"{label}{', train' if train else ''}", *operands, opt.get("reverse", False), [], 2, h,
+                              1, opt.get("biases", True), False, False, train, loose=(3,)))
+    return cases
 
-    def layer(label, t, b, i, h, *, reverse=False, biases=True):
-        # Without has_biases the bias operands are ignored (random here, to check that).
-        weights = tuple(ctx.t(*shape, grad=False) for shape in ((4 * h, i), (4 * h, h), (4 * h,), (4 * h,)))
-        state = (ctx.t(b, h, grad=False), ctx.t(b, h, grad=False))
-        return Case(label, ctx.t(t, b, i, grad=False), *weights, *state, reverse, [], 2, h, 1, biases, False, False,
-                    False, loose=(3,))
 
-    return [
-        layer("6x5x9, hidden 7", 6, _B, 9, _H),
-        layer("6x5x9, hidden 7, reverse", 6, _B, 9, _H, reverse=True),
-        layer("6x5x9, hidden 7, has_biases=False", 6, _B, 9, _H, biases=False),
-        layer("one step, batch of one", 1, 1, 9, 13),
-        layer("20x64x32, hidden 40 (parallel path)", 20, 64, 32, 40),
-    ]
+class _Workspace(T):
+    """The workspace argument of a backward case: the one the forward leaves on
+    each side. On the device, the forward runs there too (the first engine that
+    takes a train=True call), so an engine's backward reads its own workspace,
+    as core arranges; on CPU, CPU's. ``layer`` is the forward's arguments."""
+
+    def __init__(self, cpu_workspace, layer):
+        super().__init__(cpu_workspace, grad=False)
+        self.layer = layer
+
+    def make(self, device, requires_grad=False):
+        """(leaf, argument): the leaf, which the runner compares across the two
+        sides after the call, is empty: the workspaces' sizes and bytes are each
+        side's own."""
+        if device == "cpu":
+            workspace = self.base.clone()
+        else:
+            args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in self.layer]
+            with torch.enable_grad():
+                workspace = torch.ops.aten.mkldnn_rnn_layer(*args)[3]
+        return workspace.new_empty(0), workspace
+
+
+@register("mkldnn_rnn_layer_backward", accumulates=True)
+def _lstm_layer_backward_cases(ctx):
+    """The backward of a whole LSTM layer, as core calls it after a
+    mkldnn_rnn_layer(train=True): (input, w_ih, w_hh, b_ih, b_hh, hx, cx,
+    output, hy, cy, grad_output?, grad_hy?, grad_cy?, reverse, mode=2,
+    hidden_size, num_layers=1, has_biases, train=True, bidirectional=False,
+    batch_sizes, batch_first=False, workspace).
+
+    The workspace is the one its forward left, and means something only to the
+    implementation that made it: each side gets its own (:class:`_Workspace`;
+    CPU's forward keeps one only under grad mode). output, hy and cy are CPU's
+    forward's on both sides. Absent gradients: some outputs unused."""
+    cases = []
+    grads_sets = (("all gradients", (True, True, True)), ("grad_output only", (True, False, False)),
+                  ("grad_hy and grad_cy only", (False, True, True)))
+    for label, t, b, i, h, opt in _LAYER_SHAPES:
+        operands = _layer_operands(ctx, t, b, i, h)
+        reverse, biases = opt.get("reverse", False), opt.get("biases", True)
+        layer = (*operands, reverse, [], 2, h, 1, biases, False, False, True)
+        with torch.enable_grad():
+            y, hy, cy, workspace = torch.ops.aten.mkldnn_rnn_layer(*layer)
+        for which, present in (grads_sets if not opt and t == 6 else grads_sets[:1]):
+            grads = [ctx.of(ctx.values(o.shape), grad=False) if p else None for o, p in zip((y, hy, cy), present)]
+            cases.append(Case(f"{label}, {which}", *(ctx.of(v, grad=False) for v in operands),
+                              *(ctx.of(o, grad=False) for o in (y, hy, cy)), *grads, reverse, 2, h, 1, biases, True,
+                              False, [], False, _Workspace(workspace, layer)))
+    return cases

@@ -1105,30 +1105,67 @@ std::vector<Case> attention(const Name& n, openreg_dtype d) {
 
 // mkldnn_rnn_layer(input [T, B, I], w_ih, w_hh, b_ih, b_hh, hx [B, H], cx [B, H],
 // reverse, batch_sizes, mode=2 (LSTM), hidden_size, num_layers=1, has_biases,
-// bidirectional=False, batch_first=False, train=False): a whole LSTM layer
-// without backward, as core sends it. Operands contiguous and time-major, as
-// the reference (CPU's kernel) requires; the workspace is implementation-defined.
+// bidirectional=False, batch_first=False, train): a whole LSTM layer as core
+// sends it, train=False without a backward, train=True in training. Operands
+// contiguous and time-major, as the reference (CPU's kernel) requires; the
+// workspace is implementation-defined (the serving engine's record for its own
+// mkldnn_rnn_layer_backward).
 std::vector<Case> lstm_layer(const Name& n, openreg_dtype d) {
   std::vector<Case> cases;
-  auto add = [&](std::string label, int64_t t, int64_t b, int64_t i, int64_t h, bool reverse, bool bias) {
-    Builder c(std::move(label));
+  auto add = [&](std::string label, int64_t t, int64_t b, int64_t i, int64_t h, bool reverse, bool bias, bool train) {
+    Builder c(std::move(label) + (train ? ", train" : ""));
     c.tensor(T(d, {t, b, i})).tensor(T(d, {4 * h, i})).tensor(T(d, {4 * h, h}));
     c.tensor(T(d, {4 * h})).tensor(T(d, {4 * h}));  // ignored without has_biases
     c.tensor(T(d, {b, h})).tensor(T(d, {b, h}));
     c.arg(Arg::boolean(reverse)).arg(Arg::int_list({})).arg(Arg::integer(2)).arg(Arg::integer(h));
     c.arg(Arg::integer(1)).arg(Arg::boolean(bias)).arg(Arg::boolean(false)).arg(Arg::boolean(false));
-    c.arg(Arg::boolean(false));
+    c.arg(Arg::boolean(train));
     c.c.num_outputs = 4;
     c.c.skip_outputs = {3};
     c.c.tol_scale = 10;  // GEMMs over the input and hidden sizes, then a recurrence
     cases.push_back(c.done());
   };
-  add("6x5x9, hidden 7", 6, 5, 9, 7, false, true);
-  add("6x5x9, hidden 7, reverse", 6, 5, 9, 7, true, true);
-  add("6x5x9, hidden 7, has_biases=False", 6, 5, 9, 7, false, false);
-  add("one step, batch of one", 1, 1, 9, 13, false, true);
-  add("20x64x32, hidden 40 (parallel path)", 20, 64, 32, 40, false, true);
+  for (bool train : {false, true}) {
+    add("6x5x9, hidden 7", 6, 5, 9, 7, false, true, train);
+    add("6x5x9, hidden 7, reverse", 6, 5, 9, 7, true, true, train);
+    add("6x5x9, hidden 7, has_biases=False", 6, 5, 9, 7, false, false, train);
+    add("one step, batch of one", 1, 1, 9, 13, false, true, train);
+    add("20x64x32, hidden 40 (parallel path)", 20, 64, 32, 40, false, true, train);
+  }
   return variant(n, "aten::mkldnn_rnn_layer", cases, 4);
+}
+
+// mkldnn_rnn_layer_backward(input, w_ih, w_hh, b_ih, b_hh, hx, cx, output, hy,
+// cy, grad_output?, grad_hy?, grad_cy?, reverse, mode=2, hidden_size,
+// num_layers=1, has_biases, train=True, bidirectional=False, batch_sizes,
+// batch_first=False, workspace). Its workspace means something only to the
+// engine whose forward made it, and one call here cannot chain a forward: these
+// cases hand it bytes no forward made (sized past what CPU's kernel, the
+// reference, reads), which an engine must decline without writing anything, as
+// it would another engine's workspace. The values are checked through torch
+// (python/openreg/conformance_cases_rnn.py), where each side's forward makes
+// its own workspace.
+std::vector<Case> lstm_layer_backward(const Name&, openreg_dtype d) {
+  std::vector<Case> cases;
+  auto add = [&](std::string label, int64_t t, int64_t b, int64_t i, int64_t h, bool grads) {
+    Builder c(std::move(label));
+    c.tensor(T(d, {t, b, i})).tensor(T(d, {4 * h, i})).tensor(T(d, {4 * h, h}));
+    c.tensor(T(d, {4 * h})).tensor(T(d, {4 * h})).tensor(T(d, {b, h})).tensor(T(d, {b, h}));
+    c.tensor(T(d, {t, b, h})).tensor(T(d, {b, h})).tensor(T(d, {b, h}));  // output, hy, cy
+    c.tensor(T(d, {t, b, h})).optional_tensor(grads, T(d, {b, h})).optional_tensor(grads, T(d, {b, h}));
+    c.arg(Arg::boolean(false)).arg(Arg::integer(2)).arg(Arg::integer(h)).arg(Arg::integer(1));
+    c.arg(Arg::boolean(true)).arg(Arg::boolean(true)).arg(Arg::boolean(false)).arg(Arg::int_list({}));
+    c.arg(Arg::boolean(false));
+    // CPU's workspace is about 17 floats per step, row and hidden unit, plus
+    // fixed parts (28 KB for the smallest layer): four times that and 256 KB.
+    c.tensor(T(dt::uint8, {16 * 4 * t * b * h + 262144}, Layout::Contiguous, Domain::Positive));
+    c.c.num_outputs = 7;
+    c.c.tol_scale = 10;
+    cases.push_back(c.done());
+  };
+  add("6x5x9, hidden 7, a workspace no forward made", 6, 5, 9, 7, true);
+  add("one step, batch of one, grad_output only, a workspace no forward made", 1, 1, 9, 13, false);
+  return cases;
 }
 
 using Family = std::function<std::vector<Case>(const Name&, openreg_dtype)>;
@@ -1187,6 +1224,7 @@ const std::map<std::string, FamilyInfo>& families() {
                            "_scaled_dot_product_fused_attention_overrideable_backward"})
       t[op] = {attention, &kFloats};
     t["mkldnn_rnn_layer"] = {lstm_layer, &kFloat32};
+    t["mkldnn_rnn_layer_backward"] = {lstm_layer_backward, &kFloat32};
     return t;
   }();
   return table;

@@ -206,15 +206,16 @@ def test_gru_cell_rejects_mismatched_gates():
 def test_reference_only_chain_runs_decomposable_ops_whole(run_python):
     # On a chain of the reference engine alone, a fused cell or a _foreach_ op is one
     # aten_ref call (ATen's CPU kernel) rather than its decomposition's small ops,
-    # each of which would go to aten_ref too. Results still match CPU.
+    # each of which would go to aten_ref too. Results still match CPU. (float64: a
+    # float32 LSTM layer in training is two whole-layer calls, no cells.)
     code = """
 import json, torch, openreg
 torch.manual_seed(0)
-ref = torch.nn.LSTM(6, 8)
-dev = torch.nn.LSTM(6, 8)
+ref = torch.nn.LSTM(6, 8, dtype=torch.float64)
+dev = torch.nn.LSTM(6, 8, dtype=torch.float64)
 dev.load_state_dict(ref.state_dict())
 dev.to("openreg")
-x = torch.randn(4, 2, 6)
+x = torch.randn(4, 2, 6, dtype=torch.float64)
 ref(x)[0].sum().backward()
 dev(x.to("openreg"))[0].sum().backward()
 torch._foreach_add_([p.grad for p in ref.parameters()], 1.0)

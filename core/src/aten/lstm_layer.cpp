@@ -21,18 +21,26 @@
 // With create_graph=True the backward runs the layer again under autograd,
 // step by step, so that the gradient is differentiable as on CPU.
 //
-// Without a backward to keep (inference, no_grad), a float32 layer is one
-// call of aten::mkldnn_rnn_layer, CPU's whole-layer op, when the chain serves
-// it: an engine's own whole-layer kernel, or the reference engine replaying
-// CPU's oneDNN kernel. That saves the 2 ops per time step the step path costs.
+// A float32 layer is instead one call of aten::mkldnn_rnn_layer, CPU's
+// whole-layer op, when the chain serves it: an engine's own whole-layer
+// kernel, or the reference engine replaying CPU's oneDNN kernel. That saves
+// the 2 ops per time step the step path costs. Without a backward to keep
+// (inference, no_grad) it is called with train=False; in training with
+// train=True, and the layer's backward is one aten::mkldnn_rnn_layer_backward
+// call, when the chain serves that too. The forward's workspace output is the
+// serving engine's private record for its own backward (its size and layout
+// are the engine's): docs/design.md says how both calls reach the same engine.
 #include "../bridge/torch_abi.h"
 #include "../runtime/runtime.h"
 #include "rnn_layer_stack.h"
 
 #include <ATen/ops/lstm_native.h>
 #include <ATen/ops/mkldnn_rnn_layer.h>
+#include <ATen/ops/mkldnn_rnn_layer_backward.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+
+#include <algorithm>
 
 namespace openreg {
 namespace {
@@ -132,33 +140,110 @@ struct LstmLayer : public torch::autograd::Function<LstmLayer> {
   }
 };
 
-// True when a layer without backward can be one aten::mkldnn_rnn_layer call:
-// float32 (the dtype every engine's and CPU's whole-layer kernel has) and some
-// engine of the chain serves the op.
-bool whole_layer_op_applies(const Tensor& input) {
-  if (input.scalar_type() != at::kFloat) return false;
+// The route of `op` for a float32 input (the dtype every engine's and CPU's
+// whole-layer kernel has), or null for another dtype or when no engine of the
+// chain serves it.
+Route* whole_layer_route(const char* op, const Tensor& input) {
+  if (input.scalar_type() != at::kFloat) return nullptr;
   openreg_dtype dtype;
-  if (!bridge::to_abi_dtype(input.scalar_type(), &dtype)) return false;
-  return !route_table().route("aten::mkldnn_rnn_layer", dtype, true)->candidates.empty();
+  if (!bridge::to_abi_dtype(input.scalar_type(), &dtype)) return nullptr;
+  Route* r = route_table().route(op, dtype, true);
+  return r->candidates.empty() ? nullptr : r;
+}
+
+// The engines a call is offered to, in order, as route_call offers it: a tuned
+// route tries the preferred engine of the call's size class first.
+std::vector<const Engine*> offer_order(const Route& r, int64_t numel) {
+  std::vector<const Engine*> order;
+  const int first = r.tuned ? r.preferred[static_cast<size_t>(size_class(numel))] : -1;
+  if (first >= 0) order.push_back(r.candidates[static_cast<size_t>(first)].engine);
+  for (size_t i = 0; i < r.candidates.size(); ++i)
+    if (static_cast<int>(i) != first) order.push_back(r.candidates[i].engine);
+  return order;
+}
+
+// True when a training layer can be the two whole-layer calls. The forward's
+// workspace means something only to the engine that made it, so both calls must
+// reach the same engine. Engines promise (docs/design.md) to take a train=True
+// forward exactly when they take its backward; this checks the rest: the
+// engines that serve the backward come in the same order in both routes (a
+// tuned table might order the two ops differently), so the first engine that
+// takes the forward is the first to take the backward. Both calls are routed by
+// the layer's input (their first tensor): one size class.
+bool training_calls_apply(const Tensor& input) {
+  Route* fwd = whole_layer_route("aten::mkldnn_rnn_layer", input);
+  Route* bwd = whole_layer_route("aten::mkldnn_rnn_layer_backward", input);
+  if (!fwd || !bwd) return false;
+  const auto backward_order = offer_order(*bwd, input.numel());
+  std::vector<const Engine*> forward_order;
+  for (const Engine* e : offer_order(*fwd, input.numel()))
+    if (std::find(backward_order.begin(), backward_order.end(), e) != backward_order.end()) forward_order.push_back(e);
+  return forward_order == backward_order;
+}
+
+// CPU's kernel (which the reference engine replays) reads every operand as
+// contiguous and time-major; without biases it wants zero ones (it ignores them).
+Tensor dense(const Tensor& t) { return t.contiguous(); }
+Tensor bias_or_zeros(const std::optional<Tensor>& b, const Tensor& w_hh) {
+  return b ? dense(*b) : at::zeros({w_hh.size(0)}, w_hh.options());
 }
 
 // One layer and direction as one aten::mkldnn_rnn_layer call (no backward).
 std::vector<Tensor> whole_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih,
                                 const Tensor& w_hh, const std::optional<Tensor>& b_ih,
                                 const std::optional<Tensor>& b_hh, bool reverse) {
-  const int64_t hidden = w_hh.size(1);
-  const bool has_biases = b_ih.has_value();
-  const Tensor zeros = has_biases ? Tensor() : at::zeros({4 * hidden}, w_ih.options());
-  // CPU's kernel (which the reference engine replays) reads every operand as
-  // contiguous and time-major.
-  auto dense = [](const Tensor& t) { return t.contiguous(); };
   auto [y, h_n, c_n, unused] =
-      at::mkldnn_rnn_layer(dense(x), dense(w_ih), dense(w_hh), dense(has_biases ? *b_ih : zeros),
-                           dense(has_biases ? *b_hh : zeros), dense(h0), dense(c0), reverse,
-                           /*batch_sizes=*/{}, /*mode=LSTM*/ 2, hidden, /*num_layers=*/1, has_biases,
-                           /*bidirectional=*/false, /*batch_first=*/false, /*train=*/false);
+      at::mkldnn_rnn_layer(dense(x), dense(w_ih), dense(w_hh), bias_or_zeros(b_ih, w_hh), bias_or_zeros(b_hh, w_hh),
+                           dense(h0), dense(c0), reverse, /*batch_sizes=*/{}, /*mode=LSTM*/ 2, w_hh.size(1),
+                           /*num_layers=*/1, b_ih.has_value(), /*bidirectional=*/false, /*batch_first=*/false,
+                           /*train=*/false);
   return {y, h_n, c_n};
 }
+
+// One layer and direction in training as one autograd node of two whole-layer
+// calls: aten::mkldnn_rnn_layer (train=True) forward, whose workspace it keeps,
+// and aten::mkldnn_rnn_layer_backward.
+struct WholeLstmLayer : public torch::autograd::Function<WholeLstmLayer> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                               const Tensor& w_ih, const Tensor& w_hh, const std::optional<Tensor>& b_ih,
+                               const std::optional<Tensor>& b_hh, bool reverse) {
+    // This node is the graph: the call runs below autograd, yet with grad mode
+    // on, as CPU's kernel (which the reference engine replays on this thread:
+    // the op is sized by its kernel, so it runs inline) keeps its workspace only then.
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    at::AutoGradMode keep_workspace(true);
+    auto [y, h_n, c_n, workspace] =
+        at::mkldnn_rnn_layer(dense(x), dense(w_ih), dense(w_hh), bias_or_zeros(b_ih, w_hh),
+                             bias_or_zeros(b_hh, w_hh), dense(h0), dense(c0), reverse, /*batch_sizes=*/{},
+                             /*mode=LSTM*/ 2, w_hh.size(1), /*num_layers=*/1, b_ih.has_value(),
+                             /*bidirectional=*/false, /*batch_first=*/false, /*train=*/true);
+    ctx->saved_data["reverse"] = reverse;
+    ctx->save_for_backward({x, h0, c0, w_ih, w_hh, b_ih.value_or(Tensor()), b_hh.value_or(Tensor()), y, h_n, c_n,
+                            workspace});
+    ctx->set_materialize_grads(false);  // an unused output's gradient goes as None, not as zeros
+    return {y, h_n, c_n};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const bool reverse = ctx->saved_data["reverse"].toBool();
+    const auto saved = ctx->get_saved_variables();
+    const Tensor &x = saved[0], &h0 = saved[1], &c0 = saved[2], &w_ih = saved[3], &w_hh = saved[4];
+    const std::optional<Tensor> b_ih = rnn::defined_or_none(saved[5]), b_hh = rnn::defined_or_none(saved[6]);
+    if (at::GradMode::is_enabled()) {  // create_graph=True: a differentiable gradient, step by step
+      LayerRun again = run_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse);
+      return rnn::differentiate_again({again.y, again.h_n, again.c_n}, grads,
+                                      variable_list(saved.begin(), saved.begin() + 7), 8);
+    }
+    auto grad = [&](size_t k) { return grads[k].defined() ? std::optional<Tensor>(dense(grads[k])) : std::nullopt; };
+    auto [d_x, d_w_ih, d_w_hh, d_b_ih, d_b_hh, d_h0, d_c0] = at::mkldnn_rnn_layer_backward(
+        dense(x), dense(w_ih), dense(w_hh), bias_or_zeros(b_ih, w_hh), bias_or_zeros(b_hh, w_hh), dense(h0),
+        dense(c0), saved[7], saved[8], saved[9], grad(0), grad(1), grad(2), reverse, /*mode=LSTM*/ 2,
+        w_hh.size(1), /*num_layers=*/1, b_ih.has_value(), /*train=*/true, /*bidirectional=*/false,
+        /*batch_sizes=*/{}, /*batch_first=*/false, saved[10]);
+    if (!b_ih) d_b_ih = d_b_hh = Tensor();  // the kernel's gradients of the zero biases
+    return {d_x, d_h0, d_c0, d_w_ih, d_w_hh, d_b_ih, d_b_hh, Tensor()};
+  }
+};
 
 std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, at::TensorList hx, at::TensorList params,
                                         bool has_biases, int64_t num_layers, double dropout, bool train,
@@ -167,18 +252,20 @@ std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, at::TensorList hx, 
   if (hx.size() != 2 || !rnn::layer_path_applies(input, hx, params, stack, /*gates=*/4))
     return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
   const bool keep = rnn::needs_backward(input, hx, params);
-  const bool one_call = !keep && whole_layer_op_applies(input);
+  const bool one_call = !keep && whole_layer_route("aten::mkldnn_rnn_layer", input);
   const int64_t per = stack.params_per_layer();
   auto out = rnn::run_stack(input, stack, dropout, train, batch_first, [&](const Tensor& x, int64_t k, bool reverse) {
     const std::optional<Tensor> none;
+    const Tensor &h0 = hx[0][k], &c0 = hx[1][k], &w_ih = params[k * per], &w_hh = params[k * per + 1];
+    const std::optional<Tensor> b_ih = has_biases ? params[k * per + 2] : none;
+    const std::optional<Tensor> b_hh = has_biases ? params[k * per + 3] : none;
     if (one_call) {
       at::AutoDispatchBelowADInplaceOrView no_autograd;  // nothing here needs a backward
-      return whole_layer(x, hx[0][k], hx[1][k], params[k * per], params[k * per + 1],
-                         has_biases ? params[k * per + 2] : none, has_biases ? params[k * per + 3] : none, reverse);
+      return whole_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse);
     }
-    return LstmLayer::apply(x, hx[0][k], hx[1][k], params[k * per], params[k * per + 1],
-                            has_biases ? params[k * per + 2] : none, has_biases ? params[k * per + 3] : none,
-                            reverse, keep);
+    // Per layer: each layer's input is its calls' size class.
+    if (keep && training_calls_apply(x)) return WholeLstmLayer::apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse);
+    return LstmLayer::apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, keep);
   });
   return {out[0], out[1], out[2]};
 }

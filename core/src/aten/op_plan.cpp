@@ -61,9 +61,12 @@ ArgKind kind_of(const c10::Argument& arg) {
 //    gradient to bag 0;
 //  - _native_multi_head_attention returns no attention weights (None) when they are
 //    not asked for; Meta returns an empty tensor, which nn.MultiheadAttention would
-//    hand to the user.
+//    hand to the user;
+//  - mkldnn_rnn_layer's workspace (the record its backward reads) is empty by
+//    Meta; its size is the serving engine's (CPU's: oneDNN's, 28672 bytes for a
+//    tiny layer), and a Meta-sized one would drop it.
 constexpr const char* kKernelSizedOps[] = {"aten::_embedding_bag", "aten::_embedding_bag_forward_only",
-                                           "aten::_native_multi_head_attention"};
+                                           "aten::_native_multi_head_attention", "aten::mkldnn_rnn_layer"};
 
 std::unique_ptr<OpPlan> make_plan(const c10::FunctionSchema& schema) {
   auto plan = std::make_unique<OpPlan>();

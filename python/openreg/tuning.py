@@ -179,6 +179,19 @@ def _measure(engine, models, steps):
             return json.load(f)
 
 
+# Ops whose calls must reach one engine: the forward's workspace is that engine's own
+# record, which only its backward reads (core sends an LSTM layer down the step path
+# when the two would be routed apart). They are chosen together, on their summed time.
+PAIRED_OPS = (("aten::mkldnn_rnn_layer", "aten::mkldnn_rnn_layer_backward"),)
+
+
+def _prefer(per_engine, order):
+    """The engine to try first in one size class, "" for the chain's own first choice."""
+    default = min(per_engine, key=order.index)
+    best = min(per_engine, key=per_engine.get)
+    return best if best != default and per_engine[best] < (1.0 - MARGIN) * per_engine[default] else ""
+
+
 def choose(measured, order):
     """measured: {key: {size_class: {engine: mean_ns}}}; order: the chain's engine
     order. -> {key: [engine to try first per size class, "" for the chain's order]}
@@ -186,16 +199,22 @@ def choose(measured, order):
     from . import _C
 
     classes = len(_C._size_class_bounds()) + 1
+    paired = {}  # key -> the other key of its pair
+    for first, second in PAIRED_OPS:
+        for key in measured:
+            op, dtype = key.split("|")
+            other = {first: second, second: first}.get(op)
+            if other is not None:
+                paired[key] = f"{other}|{dtype}"
     routes = {}
     for key, per_class in measured.items():
         prefer = [""] * classes
         for cls, per_engine in per_class.items():
-            if len(per_engine) < 2:
-                continue
-            default = min(per_engine, key=order.index)
-            best = min(per_engine, key=per_engine.get)
-            if best != default and per_engine[best] < (1.0 - MARGIN) * per_engine[default]:
-                prefer[int(cls)] = best
+            partner = measured.get(paired.get(key), {}).get(cls)
+            if key in paired:  # both ops' time on the engines that served both, or no preference
+                per_engine = {e: t + partner[e] for e, t in per_engine.items() if partner and e in partner}
+            if len(per_engine) >= 2:
+                prefer[int(cls)] = _prefer(per_engine, order)
         if any(prefer):
             routes[key] = prefer
     return routes

@@ -38,6 +38,23 @@ def test_choose_keeps_the_chain_order_unless_another_engine_is_clearly_faster(op
     assert choose(edge, order) == {}
 
 
+def test_choose_routes_a_forward_and_its_backward_together(openreg):
+    """An LSTM layer's training calls must reach one engine (the forward's workspace is
+    that engine's own): they are chosen on their summed time, never apart."""
+    from openreg.tuning import choose
+
+    order = ["onednn", "eigen", "aten_ref"]
+    fwd, bwd = "aten::mkldnn_rnn_layer|float32", "aten::mkldnn_rnn_layer_backward|float32"
+    # Alone, the forward would go to aten_ref and the backward stay on onednn.
+    split = {fwd: {"1": {"onednn": 100.0, "aten_ref": 50.0}}, bwd: {"1": {"onednn": 100.0, "aten_ref": 200.0}}}
+    assert choose(split, order) == {}  # together onednn is faster: 200 against 250
+    both = {fwd: {"1": {"onednn": 100.0, "aten_ref": 50.0}}, bwd: {"1": {"onednn": 100.0, "aten_ref": 120.0}}}
+    assert choose(both, order) == {fwd: ["", "aten_ref", "", ""], bwd: ["", "aten_ref", "", ""]}
+    # A class where only one of the pair was measured: no preference for either.
+    alone = {fwd: {"2": {"onednn": 100.0, "aten_ref": 10.0}}}
+    assert choose(alone, order) == {}
+
+
 ROUTER_CHECK = r"""
 import json, sys, torch, openreg
 info = openreg.info()

@@ -262,58 +262,62 @@ void conv_forward_panels(const Call& call, const ConvGeom& g) {
   for (int64_t c = 0; c < Cg; ++c)
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) delta[static_cast<size_t>((c * g.kh + i) * g.kw + j)] = c * plane + i * g.dh * Wp + j * g.dw;
+  // images padded at a time: up to about 2M elements of padded copy
+  const int64_t per_pad = pad ? std::max<int64_t>(1, (int64_t(1) << 21) / std::max<int64_t>(1, g.C * plane)) : g.N;
   chunks(host, g.N, g.O * P * CKK, [&](int64_t, int64_t b, int64_t e) {
-    const int64_t nimg = e - b, cols = nimg * P;
-    auto xs = host.scratch(pad ? sizeof(float) * nimg * g.C * plane : 0);
-    const float* xp = x + b * g.C * g.H * g.W;
-    if (pad) {
-      float* d = xs.template as<float>();
-      std::fill(d, d + nimg * g.C * plane, 0.0f);
-      for (int64_t c = 0; c < nimg * g.C; ++c)
-        for (int64_t h = 0; h < g.H; ++h)
-          std::memcpy(d + c * plane + (h + g.ph) * Wp + g.pw, xp + (c * g.H + h) * g.W, sizeof(float) * static_cast<size_t>(g.W));
-      xp = d;
-    }
+    auto xs = host.scratch(pad ? sizeof(float) * std::min(per_pad, e - b) * g.C * plane : 0);
     auto bs = host.scratch(sizeof(float) * CKK * NR);
     auto cs = host.scratch(sizeof(float) * Og * NR);
     float* panel = bs.template as<float>();
     float* cb = cs.template as<float>();
     std::vector<PanelSeg> segs;
-    for (int64_t c0 = 0; c0 < cols; c0 += NR) {
-      const int64_t nc = std::min(NR, cols - c0);
-      segs.clear();
-      for (int64_t t = c0; t < c0 + nc;) {  // runs of columns within one output row
-        const int64_t n = t / P, q = t % P, oh = q / g.Wo, ow = q % g.Wo;
-        const int64_t len = std::min(g.Wo - ow, c0 + nc - t);
-        segs.push_back({t - c0, n * g.C * plane + oh * g.sh * Wp + ow * g.sw, (b + n) * g.O * P + q, len});
-        t += len;
+    for (int64_t n0 = b; n0 < e; n0 += per_pad) {
+      const int64_t nimg = std::min(per_pad, e - n0), cols = nimg * P;
+      const float* xp = x + n0 * g.C * g.H * g.W;
+      if (pad) {
+        float* d = xs.template as<float>();
+        std::fill(d, d + nimg * g.C * plane, 0.0f);
+        for (int64_t c = 0; c < nimg * g.C; ++c)
+          for (int64_t h = 0; h < g.H; ++h)
+            std::memcpy(d + c * plane + (h + g.ph) * Wp + g.pw, xp + (c * g.H + h) * g.W, sizeof(float) * static_cast<size_t>(g.W));
+        xp = d;
       }
-      if (nc < NR) std::fill(panel, panel + CKK * NR, 0.0f);
-      for (int64_t gi = 0; gi < g.groups; ++gi) {
-        const float* xg = xp + gi * Cg * plane;
-        for (const PanelSeg& sg : segs) {
-          const float* src = xg + sg.src;
-          float* d = panel + sg.col;
-          if (g.sw == 1)
-            for (int64_t k = 0; k < CKK; ++k) copy_run(d + k * NR, src + delta[static_cast<size_t>(k)], sg.len);
-          else
-            for (int64_t k = 0; k < CKK; ++k) {
-              const float* s = src + delta[static_cast<size_t>(k)];
-              float* dd = d + k * NR;
-              for (int64_t t = 0; t < sg.len; ++t) dd[t] = s[t * g.sw];
-            }
+      for (int64_t c0 = 0; c0 < cols; c0 += NR) {
+        const int64_t nc = std::min(NR, cols - c0);
+        segs.clear();
+        for (int64_t t = c0; t < c0 + nc;) {  // runs of columns within one output row
+          const int64_t n = t / P, q = t % P, oh = q / g.Wo, ow = q % g.Wo;
+          const int64_t len = std::min(g.Wo - ow, c0 + nc - t);
+          segs.push_back({t - c0, n * g.C * plane + oh * g.sh * Wp + ow * g.sw, (n0 + n) * g.O * P + q, len});
+          t += len;
         }
-        kern.panel_gemm_f32(Og, CKK, wp + gi * Og * CKK, CKK, panel, cb);
-        if (bp)
-          for (int64_t o = 0; o < Og; ++o) {
-            float* s = cb + o * NR;
-            const float bv = bp[gi * Og + o];
-            for (int64_t t = 0; t < nc; ++t) s[t] += bv;
+        if (nc < NR) std::fill(panel, panel + CKK * NR, 0.0f);
+        for (int64_t gi = 0; gi < g.groups; ++gi) {
+          const float* xg = xp + gi * Cg * plane;
+          for (const PanelSeg& sg : segs) {
+            const float* src = xg + sg.src;
+            float* d = panel + sg.col;
+            if (g.sw == 1)
+              for (int64_t k = 0; k < CKK; ++k) copy_run(d + k * NR, src + delta[static_cast<size_t>(k)], sg.len);
+            else
+              for (int64_t k = 0; k < CKK; ++k) {
+                const float* s = src + delta[static_cast<size_t>(k)];
+                float* dd = d + k * NR;
+                for (int64_t t = 0; t < sg.len; ++t) dd[t] = s[t * g.sw];
+              }
           }
-        for (const PanelSeg& sg : segs) {
-          float* d = y + sg.dst + gi * Og * P;
-          const float* s = cb + sg.col;
-          for (int64_t o = 0; o < Og; ++o) copy_run(d + o * P, s + o * NR, sg.len);
+          kern.panel_gemm_f32(Og, CKK, wp + gi * Og * CKK, CKK, panel, cb);
+          if (bp)
+            for (int64_t o = 0; o < Og; ++o) {
+              float* s = cb + o * NR;
+              const float bv = bp[gi * Og + o];
+              for (int64_t t = 0; t < nc; ++t) s[t] += bv;
+            }
+          for (const PanelSeg& sg : segs) {
+            float* d = y + sg.dst + gi * Og * P;
+            const float* s = cb + sg.col;
+            for (int64_t o = 0; o < Og; ++o) copy_run(d + o * P, s + o * NR, sg.len);
+          }
         }
       }
     }

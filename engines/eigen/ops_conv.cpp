@@ -1,6 +1,7 @@
 // 2-d convolution (forward and backward, groups, stride, padding, dilation) as
-// im2col + Eigen GEMM, and max_pool2d_with_indices forward/backward. float32 and
-// float64. Strided tensors are packed to contiguous scratch first. Work is split
+// im2col + Eigen GEMM (the float32 forward: im2col panels and the ISA
+// micro-kernel, conv_forward_panels), and max_pool2d_with_indices forward/backward.
+// float32 and float64. Strided tensors are packed to contiguous scratch first. Work is split
 // over images of the batch through the host's parallel_for; each GEMM is
 // single-threaded (or split by columns when the batch is smaller than the pool).
 #include <algorithm>

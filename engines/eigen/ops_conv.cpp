@@ -687,6 +687,7 @@ void max_pool_t(const Call& call, const PoolGeom& p) {
     copy_back<int64_t>(host, idx, ix);
     return;
   }
+  const bool k3 = p.kh == 3 && p.kw == 3 && p.dh == 1 && p.dw == 1;
   host.parallel_for(0, p.planes, grain,
                     [&](int64_t b, int64_t e) {
                       for (int64_t pl = b; pl < e; ++pl) {
@@ -697,8 +698,26 @@ void max_pool_t(const Call& call, const PoolGeom& p) {
                           int64_t h0 = oh * p.sh - p.ph;
                           int64_t hend = std::min(h0 + (p.kh - 1) * p.dh + 1, p.H);
                           while (h0 < 0) h0 += p.dh;
+                          const bool rows_in = k3 && h0 + 3 == hend;  // not clipped at the top or bottom
                           for (int64_t ow = 0; ow < p.Wo; ++ow) {
                             int64_t w0 = ow * p.sw - p.pw;
+                            if (rows_in && w0 >= 0 && w0 + 3 <= p.W) {
+                              // a 3x3 window inside the image (ResNet's stem pool): unrolled,
+                              // the same scan order and NaN rule as below
+                              const T* r = src + h0 * p.W + w0;
+                              T best = r[0];
+                              int64_t k = 0;
+                              for (int i = 0; i < 3; ++i)
+                                for (int j = (i == 0 ? 1 : 0); j < 3; ++j) {
+                                  const T v = r[i * p.W + j];
+                                  const bool t = (v > best) | (v != v);
+                                  best = t ? v : best;  // branches here measured faster than bit masks
+                                  k = t ? i * p.W + j : k;
+                                }
+                              dst[oh * p.Wo + ow] = best;
+                              id[oh * p.Wo + ow] = h0 * p.W + w0 + k;
+                              continue;
+                            }
                             int64_t wend = std::min(w0 + (p.kw - 1) * p.dw + 1, p.W);
                             while (w0 < 0) w0 += p.dw;
                             int64_t best_i = h0 * p.W + w0;

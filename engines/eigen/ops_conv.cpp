@@ -242,19 +242,9 @@ inline void copy_run(float* d, const float* s, int64_t len) {
   }
 }
 
-void conv_forward_panels(const Call& call, const ConvGeom& g) {
-  const sdk::Host& host = call.host();
+// y = conv(x, w) + b on contiguous NCHW / OIHW buffers (b may be null).
+void conv_panels(const sdk::Host& host, const ConvGeom& g, const float* x, const float* wp, const float* bp, float* y) {
   const IsaKernels& kern = isa();
-  Tensor in = call.tensor(0), w = call.tensor(1), out = call.output(0);
-  std::optional<Tensor> bias = call.optional_tensor(2);
-  auto si = host.scratch(contiguous_bytes(in));
-  auto sw = host.scratch(contiguous_bytes(w));
-  auto sb = host.scratch(bias ? contiguous_bytes(*bias) : 0);
-  auto so = host.scratch(contiguous_bytes(out));
-  const float* x = as_contiguous<float>(host, in, si);
-  const float* wp = as_contiguous<float>(host, w, sw);
-  const float* bp = bias ? as_contiguous<float>(host, *bias, sb) : nullptr;
-  float* y = out.is_contiguous() ? out.data<float>() : so.template as<float>();
   const int64_t NR = kern.panel_cols, P = g.P(), CKK = g.CKK(), Og = g.Og(), Cg = g.Cg();
   const bool pad = g.ph > 0 || g.pw > 0;
   const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw, plane = Hp * Wp;
@@ -323,7 +313,54 @@ void conv_forward_panels(const Call& call, const ConvGeom& g) {
       }
     }
   });
+}
+
+void conv_forward_panels(const Call& call, const ConvGeom& g) {
+  const sdk::Host& host = call.host();
+  Tensor in = call.tensor(0), w = call.tensor(1), out = call.output(0);
+  std::optional<Tensor> bias = call.optional_tensor(2);
+  auto si = host.scratch(contiguous_bytes(in));
+  auto sw = host.scratch(contiguous_bytes(w));
+  auto sb = host.scratch(bias ? contiguous_bytes(*bias) : 0);
+  auto so = host.scratch(contiguous_bytes(out));
+  const float* x = as_contiguous<float>(host, in, si);
+  const float* wp = as_contiguous<float>(host, w, sw);
+  const float* bp = bias ? as_contiguous<float>(host, *bias, sb) : nullptr;
+  float* y = out.is_contiguous() ? out.data<float>() : so.template as<float>();
+  conv_panels(host, g, x, wp, bp, y);
   copy_back<float>(host, out, y);
+}
+
+// The input gradient of a stride-1, dilation-1, ungrouped float32 convolution
+// with padding below the kernel size is itself such a convolution: gY padded by
+// k-1-p, weights flipped and transposed (gX[c] = sum_o W[o][c] flipped * gY[o]).
+// Used only with finite weights: the padded zeros meet every weight (0 * inf).
+// Measured (1 thread, gX alone): ResNet-18's 16x16, 8x8, 4x4 stages 2.1-2.6 ->
+// 1.6-2.4 ms; but with 512 channels on 2x2 images (32 columns per weight) the
+// weight transpose doubled the time, and one input channel leaves the kernel one
+// row: those keep im2col + GEMM.
+bool grad_input_as_conv(const ConvGeom& g) {
+  return g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.groups == 1 && g.ph >= 0 && g.pw >= 0 &&
+         g.ph < g.kh && g.pw < g.kw && g.C >= 16 && g.N * g.Ho * g.Wo >= 64;
+}
+void grad_input_panels(const sdk::Host& host, const ConvGeom& g, const float* gy, const float* wp, float* gx) {
+  ConvGeom t = g;
+  t.C = g.O;
+  t.H = g.Ho;
+  t.W = g.Wo;
+  t.O = g.C;
+  t.ph = g.kh - 1 - g.ph;
+  t.pw = g.kw - 1 - g.pw;
+  t.Ho = g.H;
+  t.Wo = g.W;
+  auto ws = host.scratch(sizeof(float) * g.O * g.C * g.kh * g.kw);
+  float* wt = ws.template as<float>();  // wt[c][o][i][j] = w[o][c][kh-1-i][kw-1-j]
+  for (int64_t o = 0; o < g.O; ++o)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j)
+          wt[((c * g.O + o) * g.kh + i) * g.kw + j] = wp[((o * g.C + c) * g.kh + (g.kh - 1 - i)) * g.kw + (g.kw - 1 - j)];
+  conv_panels(host, t, gy, wt, nullptr, gx);
 }
 
 template <class T>
@@ -434,6 +471,14 @@ void conv_backward_t(const Call& call, const ConvGeom& g, const std::vector<bool
 
   auto so = host.scratch(want_i ? contiguous_bytes(gi_t) : 0);
   T* gx = want_i ? (gi_t.is_contiguous() ? gi_t.data<T>() : so.template as<T>()) : nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    if (gx && grad_input_as_conv(g) && all_finite(wp, g.O * CKK)) {
+      grad_input_panels(host, g, gy, wp, gx);
+      copy_back<T>(host, gi_t, gx);
+      gx = nullptr;
+      if (!want_w) return;
+    }
+  }
   const int64_t wsz = g.O * CKK;
   const int64_t nt = std::max<int64_t>(1, host.num_threads());
   auto parts = host.scratch(want_w ? sizeof(T) * wsz * nt : 0);
@@ -444,7 +489,7 @@ void conv_backward_t(const Call& call, const ConvGeom& g, const std::vector<bool
   // gX as long as the other factor is finite there (0 * inf would be NaN).
   Padded pd{};
   if (padded_layout(g, pd) && (!want_w || all_finite(x, g.N * g.C * g.H * g.W)) &&
-      (!want_i || all_finite(wp, g.O * CKK))) {
+      (!gx || all_finite(wp, g.O * CKK))) {
     chunks(host, g.N, g.O * P * CKK, [&](int64_t chunk, int64_t b, int64_t e) {
       used[static_cast<size_t>(chunk)] = 1;
       const int64_t sbn = std::max<int64_t>(1, std::min<int64_t>(e - b, (int64_t(1) << 21) / std::max<int64_t>(1, CKK * pd.Pp)));

@@ -4,4 +4,5 @@
 #define Eigen EigenAvx2
 #define GEMM_SUFFIX avx2
 #include "gemm_kernel.inc"
+#include "panel_kernel.inc"
 #include "rows_kernel.inc"

@@ -5,6 +5,7 @@
 #define Eigen EigenGeneric
 #define GEMM_SUFFIX generic
 #include "gemm_kernel.inc"
+#include "panel_kernel.inc"
 #include "rows_kernel.inc"
 #undef Eigen
 

@@ -44,6 +44,10 @@ struct IsaKernels {
   void (*unary_f32)(int kind, const float* x, float* y, int64_t n);
   // o = a + alpha * b, a * b or a / b over n floats; b null: the scalar bs instead.
   void (*binary_f32)(int kind, const float* a, const float* b, float bs, float alpha, float* o, int64_t n);
+  // Convolution micro-kernel (panel_kernel.inc): C[M, panel_cols] = A[M, K] (row
+  // stride lda) @ Bp[K, panel_cols], Bp packed panel_cols floats per k, C dense.
+  int panel_cols;
+  void (*panel_gemm_f32)(int64_t M, int64_t K, const float* A, int64_t lda, const float* Bp, float* C);
 };
 
 const IsaKernels& isa();

@@ -1,12 +1,14 @@
 // 2-d convolution (forward and backward, groups, stride, padding, dilation) as
-// im2col + Eigen GEMM, and max_pool2d_with_indices forward/backward. float32 and
-// float64. Strided tensors are packed to contiguous scratch first. Work is split
+// im2col + Eigen GEMM (the float32 forward: im2col panels and the ISA
+// micro-kernel, conv_forward_panels), and max_pool2d_with_indices forward/backward.
+// float32 and float64. Strided tensors are packed to contiguous scratch first. Work is split
 // over images of the batch through the host's parallel_for; each GEMM is
 // single-threaded (or split by columns when the batch is smaller than the pool).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "eigen_engine.h"
 
@@ -205,6 +207,162 @@ bool all_finite(const T* p, int64_t n) {
   return Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(p, n).allFinite();
 }
 
+// float32 forward through the ISA micro-kernel (IsaKernels::panel_gemm_f32): the
+// output columns (image, oh, ow) of a thread's chunk in panels of panel_cols. Each
+// panel's im2col block is packed straight from a zero-padded copy of the input
+// (per kernel tap, one copy per output-row segment of the panel, no bounds test),
+// multiplied by the weight rows in place, and written to the output with the bias.
+// One pass over the data instead of im2col, GEMM packing and an output copy: on
+// ResNet-18's 16x16 .. 2x2 images that overhead (and the padded-width layout's
+// junk columns) made the Eigen GEMM path 1.5-2x oneDNN's direct convolution.
+struct PanelSeg {
+  int64_t col, src, dst, len;  // panel column; offset in the padded chunk; offset in the output; columns
+};
+
+// d[0, len) = s[0, len): the lengths of output rows get unrolled copies (short
+// rows, called once per kernel tap and panel: a loop with a run-time count cost
+// as much as a tenth of the micro-kernel).
+template <int L>
+inline void copy_fixed(float* d, const float* s) {
+  std::memcpy(d, s, sizeof(float) * L);  // a constant size: inline vector moves
+}
+inline void copy_run(float* d, const float* s, int64_t len) {
+  switch (len) {
+    case 1: d[0] = s[0]; return;
+    case 2: return copy_fixed<2>(d, s);
+    case 4: return copy_fixed<4>(d, s);
+    case 7: return copy_fixed<7>(d, s);
+    case 8: return copy_fixed<8>(d, s);
+    case 14: return copy_fixed<14>(d, s);
+    case 16: return copy_fixed<16>(d, s);
+    case 28: return copy_fixed<28>(d, s);
+    case 32: return copy_fixed<32>(d, s);
+    default:
+      for (int64_t t = 0; t < len; ++t) d[t] = s[t];
+  }
+}
+
+// y = conv(x, w) + b on contiguous NCHW / OIHW buffers (b may be null).
+void conv_panels(const sdk::Host& host, const ConvGeom& g, const float* x, const float* wp, const float* bp, float* y) {
+  const IsaKernels& kern = isa();
+  const int64_t NR = kern.panel_cols, P = g.P(), CKK = g.CKK(), Og = g.Og(), Cg = g.Cg();
+  const bool pad = g.ph > 0 || g.pw > 0;
+  const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw, plane = Hp * Wp;
+  // offset of tap (c, i, j) in a padded image
+  std::vector<int64_t> delta(static_cast<size_t>(CKK));
+  for (int64_t c = 0; c < Cg; ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) delta[static_cast<size_t>((c * g.kh + i) * g.kw + j)] = c * plane + i * g.dh * Wp + j * g.dw;
+  // images padded at a time: up to about 2M elements of padded copy
+  const int64_t per_pad = pad ? std::max<int64_t>(1, (int64_t(1) << 21) / std::max<int64_t>(1, g.C * plane)) : g.N;
+  chunks(host, g.N, g.O * P * CKK, [&](int64_t, int64_t b, int64_t e) {
+    auto xs = host.scratch(pad ? sizeof(float) * std::min(per_pad, e - b) * g.C * plane : 0);
+    auto bs = host.scratch(sizeof(float) * CKK * NR);
+    auto cs = host.scratch(sizeof(float) * Og * NR);
+    float* panel = bs.template as<float>();
+    float* cb = cs.template as<float>();
+    std::vector<PanelSeg> segs;
+    for (int64_t n0 = b; n0 < e; n0 += per_pad) {
+      const int64_t nimg = std::min(per_pad, e - n0), cols = nimg * P;
+      const float* xp = x + n0 * g.C * g.H * g.W;
+      if (pad) {
+        float* d = xs.template as<float>();
+        std::fill(d, d + nimg * g.C * plane, 0.0f);
+        for (int64_t c = 0; c < nimg * g.C; ++c)
+          for (int64_t h = 0; h < g.H; ++h)
+            std::memcpy(d + c * plane + (h + g.ph) * Wp + g.pw, xp + (c * g.H + h) * g.W, sizeof(float) * static_cast<size_t>(g.W));
+        xp = d;
+      }
+      for (int64_t c0 = 0; c0 < cols; c0 += NR) {
+        const int64_t nc = std::min(NR, cols - c0);
+        segs.clear();
+        for (int64_t t = c0; t < c0 + nc;) {  // runs of columns within one output row
+          const int64_t n = t / P, q = t % P, oh = q / g.Wo, ow = q % g.Wo;
+          const int64_t len = std::min(g.Wo - ow, c0 + nc - t);
+          segs.push_back({t - c0, n * g.C * plane + oh * g.sh * Wp + ow * g.sw, (n0 + n) * g.O * P + q, len});
+          t += len;
+        }
+        if (nc < NR) std::fill(panel, panel + CKK * NR, 0.0f);
+        for (int64_t gi = 0; gi < g.groups; ++gi) {
+          const float* xg = xp + gi * Cg * plane;
+          for (const PanelSeg& sg : segs) {
+            const float* src = xg + sg.src;
+            float* d = panel + sg.col;
+            if (g.sw == 1)
+              for (int64_t k = 0; k < CKK; ++k) copy_run(d + k * NR, src + delta[static_cast<size_t>(k)], sg.len);
+            else
+              for (int64_t k = 0; k < CKK; ++k) {
+                const float* s = src + delta[static_cast<size_t>(k)];
+                float* dd = d + k * NR;
+                for (int64_t t = 0; t < sg.len; ++t) dd[t] = s[t * g.sw];
+              }
+          }
+          kern.panel_gemm_f32(Og, CKK, wp + gi * Og * CKK, CKK, panel, cb);
+          if (bp)
+            for (int64_t o = 0; o < Og; ++o) {
+              float* s = cb + o * NR;
+              const float bv = bp[gi * Og + o];
+              for (int64_t t = 0; t < nc; ++t) s[t] += bv;
+            }
+          for (const PanelSeg& sg : segs) {
+            float* d = y + sg.dst + gi * Og * P;
+            const float* s = cb + sg.col;
+            for (int64_t o = 0; o < Og; ++o) copy_run(d + o * P, s + o * NR, sg.len);
+          }
+        }
+      }
+    }
+  });
+}
+
+void conv_forward_panels(const Call& call, const ConvGeom& g) {
+  const sdk::Host& host = call.host();
+  Tensor in = call.tensor(0), w = call.tensor(1), out = call.output(0);
+  std::optional<Tensor> bias = call.optional_tensor(2);
+  auto si = host.scratch(contiguous_bytes(in));
+  auto sw = host.scratch(contiguous_bytes(w));
+  auto sb = host.scratch(bias ? contiguous_bytes(*bias) : 0);
+  auto so = host.scratch(contiguous_bytes(out));
+  const float* x = as_contiguous<float>(host, in, si);
+  const float* wp = as_contiguous<float>(host, w, sw);
+  const float* bp = bias ? as_contiguous<float>(host, *bias, sb) : nullptr;
+  float* y = out.is_contiguous() ? out.data<float>() : so.template as<float>();
+  conv_panels(host, g, x, wp, bp, y);
+  copy_back<float>(host, out, y);
+}
+
+// The input gradient of a stride-1, dilation-1, ungrouped float32 convolution
+// with padding below the kernel size is itself such a convolution: gY padded by
+// k-1-p, weights flipped and transposed (gX[c] = sum_o W[o][c] flipped * gY[o]).
+// Used only with finite weights: the padded zeros meet every weight (0 * inf).
+// Measured (1 thread, gX alone): ResNet-18's 16x16, 8x8, 4x4 stages 2.1-2.6 ->
+// 1.6-2.4 ms; but with 512 channels on 2x2 images (32 columns per weight) the
+// weight transpose doubled the time, and one input channel leaves the kernel one
+// row: those keep im2col + GEMM.
+bool grad_input_as_conv(const ConvGeom& g) {
+  return g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.groups == 1 && g.ph >= 0 && g.pw >= 0 &&
+         g.ph < g.kh && g.pw < g.kw && g.C >= 16 && g.N * g.Ho * g.Wo >= 64;
+}
+void grad_input_panels(const sdk::Host& host, const ConvGeom& g, const float* gy, const float* wp, float* gx) {
+  ConvGeom t = g;
+  t.C = g.O;
+  t.H = g.Ho;
+  t.W = g.Wo;
+  t.O = g.C;
+  t.ph = g.kh - 1 - g.ph;
+  t.pw = g.kw - 1 - g.pw;
+  t.Ho = g.H;
+  t.Wo = g.W;
+  auto ws = host.scratch(sizeof(float) * g.O * g.C * g.kh * g.kw);
+  float* wt = ws.template as<float>();  // wt[c][o][i][j] = w[o][c][kh-1-i][kw-1-j]
+  for (int64_t o = 0; o < g.O; ++o)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j)
+          wt[((c * g.O + o) * g.kh + i) * g.kw + j] = wp[((o * g.C + c) * g.kh + (g.kh - 1 - i)) * g.kw + (g.kw - 1 - j)];
+  conv_panels(host, t, gy, wt, nullptr, gx);
+}
+
 template <class T>
 void conv_forward_t(const Call& call, const ConvGeom& g) {
   const sdk::Host& host = call.host();
@@ -313,6 +471,14 @@ void conv_backward_t(const Call& call, const ConvGeom& g, const std::vector<bool
 
   auto so = host.scratch(want_i ? contiguous_bytes(gi_t) : 0);
   T* gx = want_i ? (gi_t.is_contiguous() ? gi_t.data<T>() : so.template as<T>()) : nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    if (gx && grad_input_as_conv(g) && all_finite(wp, g.O * CKK)) {
+      grad_input_panels(host, g, gy, wp, gx);
+      copy_back<T>(host, gi_t, gx);
+      gx = nullptr;
+      if (!want_w) return;
+    }
+  }
   const int64_t wsz = g.O * CKK;
   const int64_t nt = std::max<int64_t>(1, host.num_threads());
   auto parts = host.scratch(want_w ? sizeof(T) * wsz * nt : 0);
@@ -323,7 +489,7 @@ void conv_backward_t(const Call& call, const ConvGeom& g, const std::vector<bool
   // gX as long as the other factor is finite there (0 * inf would be NaN).
   Padded pd{};
   if (padded_layout(g, pd) && (!want_w || all_finite(x, g.N * g.C * g.H * g.W)) &&
-      (!want_i || all_finite(wp, g.O * CKK))) {
+      (!gx || all_finite(wp, g.O * CKK))) {
     chunks(host, g.N, g.O * P * CKK, [&](int64_t chunk, int64_t b, int64_t e) {
       used[static_cast<size_t>(chunk)] = 1;
       const int64_t sbn = std::max<int64_t>(1, std::min<int64_t>(e - b, (int64_t(1) << 21) / std::max<int64_t>(1, CKK * pd.Pp)));
@@ -448,6 +614,9 @@ void convolution(const Call& call) {
   if (out.numel() == 0) return;
   sdk::dispatch<float, double>(in.dtype(), "convolution", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float>) {
+      if (g.ph >= 0 && g.pw >= 0) return conv_forward_panels(call, g);
+    }
     conv_forward_t<T>(call, g);
   });
 }
@@ -563,6 +732,7 @@ void max_pool_t(const Call& call, const PoolGeom& p) {
     copy_back<int64_t>(host, idx, ix);
     return;
   }
+  const bool k3 = p.kh == 3 && p.kw == 3 && p.dh == 1 && p.dw == 1;
   host.parallel_for(0, p.planes, grain,
                     [&](int64_t b, int64_t e) {
                       for (int64_t pl = b; pl < e; ++pl) {
@@ -573,8 +743,26 @@ void max_pool_t(const Call& call, const PoolGeom& p) {
                           int64_t h0 = oh * p.sh - p.ph;
                           int64_t hend = std::min(h0 + (p.kh - 1) * p.dh + 1, p.H);
                           while (h0 < 0) h0 += p.dh;
+                          const bool rows_in = k3 && h0 + 3 == hend;  // not clipped at the top or bottom
                           for (int64_t ow = 0; ow < p.Wo; ++ow) {
                             int64_t w0 = ow * p.sw - p.pw;
+                            if (rows_in && w0 >= 0 && w0 + 3 <= p.W) {
+                              // a 3x3 window inside the image (ResNet's stem pool): unrolled,
+                              // the same scan order and NaN rule as below
+                              const T* r = src + h0 * p.W + w0;
+                              T best = r[0];
+                              int64_t k = 0;
+                              for (int i = 0; i < 3; ++i)
+                                for (int j = (i == 0 ? 1 : 0); j < 3; ++j) {
+                                  const T v = r[i * p.W + j];
+                                  const bool t = (v > best) | (v != v);
+                                  best = t ? v : best;  // branches here measured faster than bit masks
+                                  k = t ? i * p.W + j : k;
+                                }
+                              dst[oh * p.Wo + ow] = best;
+                              id[oh * p.Wo + ow] = h0 * p.W + w0 + k;
+                              continue;
+                            }
                             int64_t wend = std::min(w0 + (p.kw - 1) * p.dw + 1, p.W);
                             while (w0 < 0) w0 += p.dw;
                             int64_t best_i = h0 * p.W + w0;

@@ -47,6 +47,7 @@ struct OpPlan {
   bool reference_only = false;        // returns what engines cannot produce
   std::string reference_reason;       // "returns a view", ...
   bool kernel_sized = false;          // see kKernelSizedOps in op_plan.cpp
+  int kernel_sized_if = -1;           // a bool argument that, true, makes a call kernel-sized (kKernelSizedIf)
   DeviceRule device_rule;             // device and overlap checks (call_checks.h)
   // Route decisions by dtype slot (see route_slot in op_routing.cpp), filled on first use.
   std::array<std::atomic<Route*>, 36> routes{};
@@ -56,5 +57,8 @@ struct OpPlan {
 
 // The plan of an operator, built on first use. Never freed (one per operator).
 OpPlan& plan_for(const c10::OperatorHandle& op);
+
+// Whether this call's outputs are sized by the engine that runs it (see kKernelSizedOps).
+bool sized_by_kernel(const OpPlan& plan, c10::ArrayRef<c10::IValue> args);
 
 }  // namespace openreg

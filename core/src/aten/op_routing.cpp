@@ -225,6 +225,7 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!plan.written_args.empty()) check_written_overlap(plan.device_rule, args, plan.written_args);
   auto sizing = output_plan(op, args, plan);
   const bool dynamic = sizing->dynamic;
+  const bool kernel_sized = sized_by_kernel(plan, args);  // may leave an optional output undefined
   if (!dynamic) {
     allocate_outputs(*sizing, args, plan, device, &returns, &outputs);
     if (!plan.written_args.empty()) check_written_overlap(plan.device_rule, args, plan.written_args);
@@ -276,7 +277,7 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (dynamic) {
       for (size_t r = 0; r < builder.dynamic_outputs().size(); ++r) {
         const auto& t = builder.dynamic_outputs()[r];
-        TORCH_CHECK(t.defined() || plan.kernel_sized, "openreg: engine '", ran->engine->name, "' ran ", plan.name,
+        TORCH_CHECK(t.defined() || kernel_sized, "openreg: engine '", ran->engine->name, "' ran ", plan.name,
                     " but did not allocate output ", r, " through alloc_output");
         stack->emplace_back(t);
       }

@@ -238,7 +238,7 @@ constexpr size_t kMaxSignatures = 4096;
 
 std::shared_ptr<const OutputPlan> output_plan(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                                               OpPlan& plan) {
-  if (plan.kernel_sized) return dynamic_plan();
+  if (sized_by_kernel(plan, args)) return dynamic_plan();
   thread_local std::string key;
   const bool cacheable = signature_key(plan, args, &key);
   OutputCache& cache = plan.outputs;

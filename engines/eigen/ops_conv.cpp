@@ -315,20 +315,45 @@ void conv_panels(const sdk::Host& host, const ConvGeom& g, const float* x, const
   });
 }
 
+// A forward convolution's operands as dense arrays: each tensor itself when it is
+// contiguous, else a copy in scratch; y is the output's memory, or scratch that
+// finish() copies back into the output.
+template <class T>
+class DenseForward {
+ public:
+  explicit DenseForward(const Call& call)
+      : host_(call.host()),
+        in_(call.tensor(0)),
+        w_(call.tensor(1)),
+        out_(call.output(0)),
+        bias_(call.optional_tensor(2)),
+        si_(host_.scratch(contiguous_bytes(in_))),
+        sw_(host_.scratch(contiguous_bytes(w_))),
+        sb_(host_.scratch(bias_ ? contiguous_bytes(*bias_) : 0)),
+        so_(host_.scratch(contiguous_bytes(out_))),
+        x(as_contiguous<T>(host_, in_, si_)),
+        w(as_contiguous<T>(host_, w_, sw_)),
+        b(bias_ ? as_contiguous<T>(host_, *bias_, sb_) : nullptr),
+        y(out_.is_contiguous() ? out_.data<T>() : so_.template as<T>()) {}
+  void finish() const { copy_back<T>(host_, out_, y); }
+
+ private:
+  const sdk::Host& host_;
+  Tensor in_, w_, out_;
+  std::optional<Tensor> bias_;
+  sdk::Host::Scratch si_, sw_, sb_, so_;
+
+ public:
+  const T* const x;  // input
+  const T* const w;  // weight
+  const T* const b;  // bias, or null
+  T* const y;        // output
+};
+
 void conv_forward_panels(const Call& call, const ConvGeom& g) {
-  const sdk::Host& host = call.host();
-  Tensor in = call.tensor(0), w = call.tensor(1), out = call.output(0);
-  std::optional<Tensor> bias = call.optional_tensor(2);
-  auto si = host.scratch(contiguous_bytes(in));
-  auto sw = host.scratch(contiguous_bytes(w));
-  auto sb = host.scratch(bias ? contiguous_bytes(*bias) : 0);
-  auto so = host.scratch(contiguous_bytes(out));
-  const float* x = as_contiguous<float>(host, in, si);
-  const float* wp = as_contiguous<float>(host, w, sw);
-  const float* bp = bias ? as_contiguous<float>(host, *bias, sb) : nullptr;
-  float* y = out.is_contiguous() ? out.data<float>() : so.template as<float>();
-  conv_panels(host, g, x, wp, bp, y);
-  copy_back<float>(host, out, y);
+  const DenseForward<float> ops(call);
+  conv_panels(call.host(), g, ops.x, ops.w, ops.b, ops.y);
+  ops.finish();
 }
 
 // The input gradient of a stride-1, dilation-1, ungrouped float32 convolution
@@ -366,16 +391,9 @@ void grad_input_panels(const sdk::Host& host, const ConvGeom& g, const float* gy
 template <class T>
 void conv_forward_t(const Call& call, const ConvGeom& g) {
   const sdk::Host& host = call.host();
-  Tensor in = call.tensor(0), w = call.tensor(1), out = call.output(0);
-  std::optional<Tensor> bias = call.optional_tensor(2);
-  auto si = host.scratch(contiguous_bytes(in));
-  auto sw = host.scratch(contiguous_bytes(w));
-  auto sb = host.scratch(bias ? contiguous_bytes(*bias) : 0);
-  auto so = host.scratch(contiguous_bytes(out));
-  const T* x = as_contiguous<T>(host, in, si);
-  const T* wp = as_contiguous<T>(host, w, sw);
-  const T* bp = bias ? as_contiguous<T>(host, *bias, sb) : nullptr;
-  T* y = out.is_contiguous() ? out.data<T>() : so.template as<T>();
+  const DenseForward<T> ops(call);
+  const T *x = ops.x, *wp = ops.w, *bp = ops.b;
+  T* y = ops.y;
   const int64_t P = g.P(), CKK = g.CKK(), Og = g.Og(), Cg = g.Cg();
   Padded pd{};
   if (padded_layout(g, pd)) {
@@ -411,7 +429,7 @@ void conv_forward_t(const Call& call, const ConvGeom& g) {
         }
       }
     });
-    copy_back<T>(host, out, y);
+    ops.finish();
     return;
   }
   chunks(host, g.N, g.O * P * CKK, [&](int64_t, int64_t b, int64_t e) {
@@ -439,7 +457,7 @@ void conv_forward_t(const Call& call, const ConvGeom& g) {
       }
     }
   });
-  copy_back<T>(host, out, y);
+  ops.finish();
 }
 
 template <class T>

@@ -53,29 +53,24 @@ def test_device_count_env_override_subprocess(run_python, describe):
     assert re.search(r"^OK True$", proc.stdout, re.M), describe(proc)
 
 
-def test_lazy_initialisation_subprocess(run_python, describe):
+# What initialises the device: its first use, or set_device (torch.cuda.set_device
+# initialises CUDA; DeviceMesh, for FSDP2, relies on it).
+_FIRST_USE = {"a tensor": ("torch.ones(1, device='openreg')", 0), "set_device": ("torch.openreg.set_device(1)", 1)}
+
+
+@pytest.mark.parametrize("first_use", sorted(_FIRST_USE))
+def test_lazy_initialisation_subprocess(run_python, describe, first_use):
+    statement, device = _FIRST_USE[first_use]
     code = (
         "import torch, openreg\n"
         "print('BEFORE', torch.openreg.is_initialized())\n"
-        "torch.ones(1, device='openreg')\n"
-        "print('AFTER', torch.openreg.is_initialized())\n"
-    )
-    proc = run_python(code)
-    assert proc.returncode == 0, describe(proc)
-    assert re.search(r"^BEFORE False$", proc.stdout, re.M), describe(proc)
-    assert re.search(r"^AFTER True$", proc.stdout, re.M), describe(proc)
-
-
-def test_set_device_initialises_as_cuda_does_subprocess(run_python, describe):
-    """torch.cuda.set_device initialises CUDA; DeviceMesh (FSDP2) relies on it."""
-    code = (
-        "import torch, openreg\n"
-        "torch.openreg.set_device(1)\n"
+        f"{statement}\n"
         "print('AFTER', torch.openreg.is_initialized(), torch.openreg.current_device())\n"
     )
     proc = run_python(code)
     assert proc.returncode == 0, describe(proc)
-    assert re.search(r"^AFTER True 1$", proc.stdout, re.M), describe(proc)
+    assert re.search(r"^BEFORE False$", proc.stdout, re.M), describe(proc)
+    assert re.search(rf"^AFTER True {device}$", proc.stdout, re.M), describe(proc)
 
 
 def test_current_device_default(openreg):

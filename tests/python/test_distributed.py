@@ -9,10 +9,10 @@ the ranks: the collective on device tensors against the same collective on CPU t
 
 import datetime
 import os
-import subprocess
 import sys
 
 import pytest
+import ranks
 
 WORLD = 2
 _BACKENDS = {"gloo": "gloo", "cpu:gloo,openreg:gloo": "explicit", "default": "default"}
@@ -21,30 +21,12 @@ PG_TIMEOUT = datetime.timedelta(seconds=20)  # a collective that waits for a los
 
 
 def _run_ranks(case, tmp_path):
-    env = dict(os.environ)
-    env.setdefault("OPENREG_ROUTES", "off")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the test process's openreg
-    if case == "mismatch":
-        # Plain gloo aborts the process on a size mismatch (gloo::EnforceNotMet), CPU
-        # tensors included; this mode checks shapes and dtypes on every rank first.
-        env["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), case, str(rank), str(tmp_path)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        )
-        for rank in range(WORLD)
-    ]
-    outputs = []
-    for p in procs:
-        try:
-            outputs.append(p.communicate(timeout=RANK_TIMEOUT)[0])
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            pytest.fail(f"{case}: a rank did not finish within {RANK_TIMEOUT}s")
-    for rank, (p, out) in enumerate(zip(procs, outputs)):
-        assert p.returncode == 0, f"{case}: rank {rank} failed (exit {p.returncode}):\n{out[-6000:]}"
+    # Plain gloo aborts the process on a size mismatch (gloo::EnforceNotMet), CPU tensors
+    # included; TORCH_DISTRIBUTED_DEBUG=DETAIL checks shapes and dtypes on every rank first.
+    env = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"} if case == "mismatch" else None
+    procs = ranks.start(__file__, lambda rank: (case, rank, tmp_path), WORLD, env)
+    for rank, (code, out) in enumerate(ranks.finish(procs, case, RANK_TIMEOUT)):
+        assert code == 0, f"{case}: rank {rank} failed (exit {code}):\n{out[-6000:]}"
         assert f"{case} rank {rank} ok" in out, out[-3000:]
 
 

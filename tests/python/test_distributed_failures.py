@@ -11,11 +11,11 @@ import datetime
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 
 import pytest
+import ranks
 
 WORLD = 2
 PG_TIMEOUT = datetime.timedelta(seconds=5)
@@ -24,38 +24,11 @@ KILL_AFTER = 90  # seconds a pair of ranks may take, start-up included
 
 
 def _start_ranks(case, tmp_path, env_extra=None):
-    env = dict(os.environ)
-    env.setdefault("OPENREG_ROUTES", "off")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the test process's openreg
-    env.update(env_extra or {})
-    return [
-        subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), case, str(rank), str(tmp_path)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        )
-        for rank in range(WORLD)
-    ]
+    return ranks.start(__file__, lambda rank: (case, rank, tmp_path), WORLD, env_extra)
 
 
 def _finish(procs, case, stop_after_first=False):
-    """Each rank's (exit code, output). stop_after_first: once rank 0 is done, kill the
-    others (a rank told to hang)."""
-    deadline = time.monotonic() + KILL_AFTER
-    results = []
-    try:
-        for rank, p in enumerate(procs):
-            if stop_after_first and rank > 0 and p.poll() is None:
-                p.kill()
-            out = p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0]
-            results.append((p.returncode, out))
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{case}: the ranks did not finish within {KILL_AFTER}s")
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return results
+    return ranks.finish(procs, case, KILL_AFTER, stop_after_first)
 
 
 # ------------------------------------------------------------------ rank failure

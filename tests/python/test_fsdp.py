@@ -11,11 +11,11 @@ read back in this single, non-distributed process).
 
 import datetime
 import os
-import subprocess
 import sys
 import warnings
 
 import pytest
+import ranks as rank_harness  # (the fixture below is named `ranks`)
 
 WORLD = 2
 CASES = ("train", "mixed", "checkpoint")
@@ -29,25 +29,8 @@ D_IN, D, HIDDEN, D_OUT = 6, 12, 20, 3  # the head's 3 rows: FSDP2 pads its shard
 def ranks(tmp_path_factory):
     """Runs the pair once: (directory, [output of rank 0, of rank 1])."""
     tmp = tmp_path_factory.mktemp("fsdp")
-    env = dict(os.environ)
-    env.setdefault("OPENREG_ROUTES", "off")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the test process's openreg
-    procs = [
-        subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), str(rank), str(tmp)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        )
-        for rank in range(WORLD)
-    ]
-    outputs = []
-    for p in procs:
-        try:
-            outputs.append(p.communicate(timeout=RANK_TIMEOUT)[0])
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            pytest.fail(f"the ranks did not finish within {RANK_TIMEOUT}s")
-    return tmp, outputs
+    procs = rank_harness.start(__file__, lambda rank: (rank, tmp), WORLD)
+    return tmp, [out for _, out in rank_harness.finish(procs, "fsdp", RANK_TIMEOUT)]
 
 
 def _check_case(ranks, case):

@@ -72,6 +72,7 @@ py::list route_timings() {
     py::dict d;
     d["op"] = t.op;
     d["dtype"] = t.dtype;
+    d["sizes"] = t.sizes;
     d["size_class"] = t.size_class;
     d["engine"] = t.engine;
     d["calls"] = t.calls;
@@ -81,17 +82,28 @@ py::list route_timings() {
   return out;
 }
 
-// chain: engine names; prefer: "op|dtype" -> one engine name per size class ("" = none).
+using RouteNames = std::unordered_map<std::string, std::vector<std::string>>;
+using ShapeNames = std::unordered_map<std::string, std::vector<std::pair<std::vector<int64_t>, std::string>>>;
+
+// chain: engine names; by_threads: per thread setting (one thread, more), the pair
+// (prefer: "op|dtype" -> one engine name per size class, "" = none;
+//  shapes: "op|dtype" -> [(sizes, engine name)], single shapes ahead of their class).
 void set_tuned_routes(const std::vector<std::string>& chain,
-                      const std::unordered_map<std::string, std::vector<std::string>>& prefer) {
+                      const std::vector<std::pair<RouteNames, ShapeNames>>& by_threads) {
+  TORCH_CHECK(by_threads.size() == openreg::kThreadSettings, "openreg: a tuned table needs ",
+              openreg::kThreadSettings, " sets of choices (one thread, more threads), got ", by_threads.size());
   openreg::TunedRoutes t;
   t.chain = chain;
-  for (const auto& [key, names] : prefer) {
-    TORCH_CHECK(names.size() == openreg::kSizeClasses, "openreg: a tuned route needs ", openreg::kSizeClasses,
-                " engine names (one per size class), got ", names.size(), " for ", key);
-    std::array<std::string, openreg::kSizeClasses> a;
-    std::copy(names.begin(), names.end(), a.begin());
-    t.prefer.emplace(key, a);
+  for (size_t s = 0; s < by_threads.size(); ++s) {
+    const auto& [prefer, shapes] = by_threads[s];
+    for (const auto& [key, names] : prefer) {
+      TORCH_CHECK(names.size() == openreg::kSizeClasses, "openreg: a tuned route needs ", openreg::kSizeClasses,
+                  " engine names (one per size class), got ", names.size(), " for ", key);
+      std::array<std::string, openreg::kSizeClasses> a;
+      std::copy(names.begin(), names.end(), a.begin());
+      t.by_threads[s].prefer.emplace(key, a);
+    }
+    t.by_threads[s].shapes = shapes;
   }
   openreg::set_pending_tuned_routes(std::move(t));
 }

@@ -36,9 +36,13 @@ def _info() -> int:
 
         with open(info["tuned_routes"]) as f:
             table = json.load(f)
-        moved = sum(1 for prefer in table["routes"].values() for e in prefer if e)
-        print(f"tuned routing table: {info['tuned_routes']} (made {table['made']}, {moved} (op, dtype, size class) "
-              f"routed to their fastest engine; OPENREG_ROUTES=off ignores it)")
+        per_threads = []
+        for t, c in sorted(table["choices"].items(), key=lambda kv: int(kv[0])):
+            moved = sum(1 for prefer in c["routes"].values() for e in prefer if e)
+            shapes = sum(len(per_shape) for per_shape in c["shapes"].values())
+            per_threads.append(f"{t} thread(s): {moved} (op, dtype, size class) and {shapes} single shapes")
+        print(f"tuned routing table: {info['tuned_routes']} (made {table['made']}; routed to their fastest engine "
+              f"{'; '.join(per_threads)}; OPENREG_ROUTES=off ignores it)")
     elif tuning.ignored_table():
         path, why = tuning.ignored_table()
         print(f"tuned routing table: {path} ignored: {why}; run `python -m openreg tune` again")

@@ -6,10 +6,20 @@ size of the call. ``tune`` runs the real-model workloads of :mod:`openreg.worklo
 (training steps and inference) once per built engine, each engine in a process
 of its own with the chain ``<engine>, aten_ref``, and with route timing on: the
 op path times every engine call by (op, dtype, size class) (size class: elements
-of the tensor the call is routed by, cut at ``SIZE_CLASS_BOUNDS``). For every
-(op, dtype, size class) measured on more than one engine, the fastest engine
-becomes the one the router tries first, if it beats the chain's own first choice
-by more than ``MARGIN``; otherwise the chain's order stays.
+of the tensor the call is routed by, cut at ``SIZE_CLASS_BOUNDS``) and by that
+tensor's shape. For every (op, dtype, size class) measured on more than one
+engine, the fastest engine over the class's calls becomes the one the router
+tries first, if it beats the chain's own first choice by more than ``MARGIN``;
+otherwise the chain's order stays. A class mixes shapes that favour different
+engines (a batch norm over [64, 16, 8, 8] and one over [8, 128, 8, 8] have the
+same size), so a single shape whose fastest engine beats its class's choice by
+``MARGIN`` and ``MIN_SAVING_US`` a call gets an entry of its own (at most
+``MAX_SHAPES`` per op and dtype, the largest savings), which the router checks
+before the class. Engines also rank differently with one thread and with
+several (a GEMM that wins on two cores may lose on one), so all of this is
+measured and chosen twice: with one thread and with torch's default thread
+count; a call made with one thread (``torch.get_num_threads()``) follows the
+first set of choices, a call made with more the second.
 
 The table is written per machine (``table_path()``: under ``$XDG_CACHE_HOME`` or
 ``~/.cache``, keyed by the CPU's model and vector features) and used by the
@@ -33,12 +43,16 @@ import sys
 import tempfile
 import warnings
 
-TABLE_VERSION = 1
+TABLE_VERSION = 2
 # The tuned chain's order, before aten_ref (the same as `auto`'s preference).
 ENGINE_ORDER = ("onednn", "eigen")
 REFERENCE = "aten_ref"
 # An engine replaces the chain's first choice only when this much faster (noise guard).
 MARGIN = 0.10
+# A single shape leaves its class's choice only when it also saves this much a call ...
+MIN_SAVING_US = 2.0
+# ... and the router checks at most this many shapes per (op, dtype) before the class.
+MAX_SHAPES = 8
 
 _state = {"table": None, "ignored": None}
 
@@ -107,7 +121,8 @@ def apply_at_import():
         with open(path) as f:
             table = json.load(f)
         stale = _why_stale(table, _C._engines_found())
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        choices = None if stale else _choices_by_thread_setting(table)
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         stale = f"it cannot be read ({exc})"
     if stale:
         _state["ignored"] = (path, stale)
@@ -116,8 +131,22 @@ def apply_at_import():
         warnings.warn(f"openreg: the tuned routing table {path} is ignored: {stale}. "
                       "Run `python -m openreg tune` again (or set OPENREG_ROUTES=off)", stacklevel=3)
         return
-    _C._set_tuned_routes(table["chain"], table["routes"])
+    _C._set_tuned_routes(table["chain"], choices)
     _state["table"] = path
+
+
+def _choices_by_thread_setting(table):
+    """The table's choices as the router takes them: [(routes, shapes) for calls made
+    with one thread, the same for calls made with more]. A table measured at one
+    thread count only (a one-core machine) serves both."""
+    sets = sorted(table["choices"].items(), key=lambda kv: int(kv[0]))
+    one = next((c for t, c in sets if int(t) == 1), sets[0][1])
+    more = next((c for t, c in reversed(sets) if int(t) > 1), one)
+
+    def arg(c):
+        return c["routes"], {key: [(sizes, engine) for sizes, engine in per_shape]
+                             for key, per_shape in c["shapes"].items()}
+    return [arg(one), arg(more)]
 
 
 def active_table():
@@ -134,44 +163,42 @@ def ignored_table():
 
 # ------------------------------------------------------------------ measuring
 
-def _child(engine, models, steps, out_path):
+def _child(engine, models, steps, threads, out_path):
     """In a process whose chain is `engine` (then aten_ref): engine-call times of
-    every (op, dtype, size class) over the workloads."""
+    every (op, dtype, shape) over the workloads, at each thread count."""
     import torch
 
     from . import _C, workloads
 
     torch.ones(1, device="openreg")
-    skipped = []
+    skipped, acc = set(), []
     _C._set_route_timing(True)
-    for name in models:
-        try:
-            w = workloads.build(name, "openreg")
-        except ImportError as exc:
-            skipped.append(f"{name} ({exc})")
-            continue
-        for fn in (w.train, w.infer):
-            fn().item()  # warm-up: caches, first-touch memory
-            _C._reset_route_timings()  # only steady-state calls count ...
-            for _ in range(steps):
-                out = fn()
-            out.item()
-            timings = _C._route_timings()  # ... accumulated per model below
-            _child.acc.extend(timings)
+    for t in threads:
+        torch.set_num_threads(t)
+        for name in models:
+            try:
+                w = workloads.build(name, "openreg")
+            except ImportError as exc:
+                skipped.add(f"{name} ({exc})")
+                continue
+            for fn in (w.train, w.infer):
+                fn().item()  # warm-up: caches, first-touch memory
+                _C._reset_route_timings()  # only steady-state calls count ...
+                for _ in range(steps):
+                    out = fn()
+                out.item()
+                acc.extend({**timing, "threads": t} for timing in _C._route_timings())  # ... per model and mode
     _C._set_route_timing(False)
     with open(out_path, "w") as f:
-        json.dump({"engine": engine, "timings": _child.acc, "skipped": skipped}, f)
+        json.dump({"engine": engine, "timings": acc, "skipped": sorted(skipped)}, f)
 
 
-_child.acc = []
-
-
-def _measure(engine, models, steps):
+def _measure(engine, models, steps, threads):
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "timings.json")
         env = {**os.environ, "OPENREG_ENGINE": engine, "OPENREG_ROUTES": "off"}
         argv = [sys.executable, "-m", "openreg", "tune", "--child", engine, "--json", path,
-                "--steps", str(steps), "--models", ",".join(models)]
+                "--steps", str(steps), "--models", ",".join(models), "--threads", ",".join(map(str, threads))]
         proc = subprocess.run(argv, env=env)
         if proc.returncode != 0:
             raise RuntimeError(f"openreg tune: measuring engine {engine} failed (exit {proc.returncode})")
@@ -192,6 +219,18 @@ def _prefer(per_engine, order):
     return best if best != default and per_engine[best] < (1.0 - MARGIN) * per_engine[default] else ""
 
 
+def _pairs(keys):
+    """key -> the other key of its PAIRED_OPS pair, for the keys given."""
+    paired = {}
+    for first, second in PAIRED_OPS:
+        for key in keys:
+            op, dtype = key.split("|")
+            other = {first: second, second: first}.get(op)
+            if other is not None:
+                paired[key] = f"{other}|{dtype}"
+    return paired
+
+
 def choose(measured, order):
     """measured: {key: {size_class: {engine: mean_ns}}}; order: the chain's engine
     order. -> {key: [engine to try first per size class, "" for the chain's order]}
@@ -199,13 +238,7 @@ def choose(measured, order):
     from . import _C
 
     classes = len(_C._size_class_bounds()) + 1
-    paired = {}  # key -> the other key of its pair
-    for first, second in PAIRED_OPS:
-        for key in measured:
-            op, dtype = key.split("|")
-            other = {first: second, second: first}.get(op)
-            if other is not None:
-                paired[key] = f"{other}|{dtype}"
+    paired = _pairs(measured)
     routes = {}
     for key, per_class in measured.items():
         prefer = [""] * classes
@@ -220,7 +253,80 @@ def choose(measured, order):
     return routes
 
 
-def tune(models=None, steps=3, out=None, log=print):
+def choose_shapes(per_shape, per_class, routes, order):
+    """per_shape: {key: {shape: (size_class, {engine: mean_ns})}} (shape: sizes joined
+    by "x"); per_class and routes: choose()'s input and output. -> {key: [[sizes,
+    engine], ...]}: the shapes whose fastest engine beats their class's first choice
+    by MARGIN and MIN_SAVING_US a call (PAIRED_OPS keep their class's choice)."""
+    paired = _pairs(per_shape)
+    out = {}
+    for key, shapes in per_shape.items():
+        if key in paired:
+            continue
+        found = []
+        for shape, (cls, per_engine) in shapes.items():
+            if len(per_engine) < 2:
+                continue
+            served = per_class[key][str(cls)]
+            chosen = routes.get(key, [""] * (int(cls) + 1))[int(cls)] or min(served, key=order.index)
+            best = min(per_engine, key=per_engine.get)
+            if chosen not in per_engine or best == chosen:
+                continue
+            saving = per_engine[chosen] - per_engine[best]
+            if per_engine[best] < (1.0 - MARGIN) * per_engine[chosen] and saving >= MIN_SAVING_US * 1e3:
+                found.append((saving, shape, best))
+        found.sort(reverse=True)
+        if found:
+            out[key] = [[[int(s) for s in shape.split("x") if s], best] for _, shape, best in found[:MAX_SHAPES]]
+    return out
+
+
+def _shape_name(sizes):
+    return "x".join(str(s) for s in sizes)
+
+
+def _choose_at(timings, engines):
+    """The choices for one thread count from its engine-call timings."""
+    measured, by_shape = {}, {}
+    for t in timings:
+        key = f"{t['op']}|{t['dtype']}"
+        for cell in (measured.setdefault(key, {}).setdefault(str(t["size_class"]), {}),
+                     by_shape.setdefault(key, {}).setdefault(_shape_name(t["sizes"]), (t["size_class"], {}))[1]):
+            ns, calls = cell.get(t["engine"], (0, 0))
+            cell[t["engine"]] = (ns + t["ns"], calls + t["calls"])
+
+    def mean(per_engine):
+        return {e: ns / calls for e, (ns, calls) in per_engine.items()}
+
+    def us(per_engine):
+        return {e: round(v / 1e3, 3) for e, v in per_engine.items()}
+
+    means = {key: {cls: mean(per_engine) for cls, per_engine in per_class.items()}
+             for key, per_class in measured.items()}
+    shape_means = {key: {shape: (cls, mean(per_engine)) for shape, (cls, per_engine) in shapes.items()}
+                   for key, shapes in by_shape.items()}
+    routes = choose(means, engines)
+    shapes = choose_shapes(shape_means, means, routes, engines)
+    return {
+        "routes": routes,
+        "shapes": shapes,
+        "measured_us": {key: {cls: us(per_engine) for cls, per_engine in per_class.items()}
+                        for key, per_class in means.items()},
+        # the single shapes routed on their own, as measured
+        "measured_shapes_us": {key: {_shape_name(sizes): us(shape_means[key][_shape_name(sizes)][1])
+                                     for sizes, _ in per_shape}
+                               for key, per_shape in shapes.items()},
+    }
+
+
+def default_threads():
+    """The thread counts tune measures: one, and torch's default when more."""
+    import torch
+
+    return sorted({1, torch.get_num_threads()})
+
+
+def tune(models=None, steps=3, out=None, log=print, threads=None):
     """Measures every built engine on the workloads and writes the table; returns it."""
     import torch
 
@@ -231,46 +337,41 @@ def tune(models=None, steps=3, out=None, log=print):
     if len(engines) < 2:
         raise RuntimeError(f"openreg tune: needs two engines or more to choose between; found {sorted(found)}")
     models = models or workloads.available()
-    measured, skipped = {}, set()
+    threads = threads or default_threads()
+    timings, skipped = [], set()
     for engine in engines:
-        log(f"measuring {engine} on {len(models)} workloads ({steps} steps of each, train and inference) ...")
-        result = _measure(engine, models, steps)
+        log(f"measuring {engine} on {len(models)} workloads ({steps} steps of each, train and inference; "
+            f"threads {', '.join(map(str, threads))}) ...")
+        result = _measure(engine, models, steps, threads)
         skipped.update(result["skipped"])
-        for t in result["timings"]:
-            key = f"{t['op']}|{t['dtype']}"
-            cell = measured.setdefault(key, {}).setdefault(str(t["size_class"]), {})
-            ns, calls = cell.get(t["engine"], (0, 0))
-            cell[t["engine"]] = (ns + t["ns"], calls + t["calls"])
-    means = {key: {cls: {e: ns / calls for e, (ns, calls) in per_engine.items()}
-                   for cls, per_engine in per_class.items()}
-             for key, per_class in measured.items()}
-    routes = choose(means, engines)
+        timings.extend(result["timings"])
+    choices = {str(t): _choose_at([x for x in timings if x["threads"] == t], engines) for t in threads}
     table = {
         "version": TABLE_VERSION,
         "made": datetime.datetime.now().isoformat(timespec="seconds"),
         "machine": _cpu(),
         "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
         "engines": [_fingerprint(e, found[e]) for e in engines],
         "chain": engines,
         "size_class_bounds": _C._size_class_bounds(),
         "models": [m for m in models if not any(s.startswith(m + " ") for s in skipped)],
-        "routes": routes,
-        "measured_us": {key: {cls: {e: round(v / 1e3, 3) for e, v in per_engine.items()}
-                              for cls, per_engine in per_class.items()}
-                        for key, per_class in means.items()},
+        "choices": choices,  # thread count -> routes, shapes and what they were chosen from
     }
     path = out or table_path()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(table, f, indent=1, sort_keys=True)
-    compared = sum(1 for per_class in means.values() for per_engine in per_class.values() if len(per_engine) > 1)
-    moved = sum(1 for prefer in routes.values() for e in prefer if e)
-    log(f"{compared} (op, dtype, size class) measured on several engines; {moved} routed to another engine "
-        f"than the chain's first choice")
-    for key in sorted(routes):
-        classes = ", ".join(f"class {c}: {e}" for c, e in enumerate(routes[key]) if e)
-        log(f"  {key}: {classes}")
+    for t, c in choices.items():
+        routes, shapes, means = c["routes"], c["shapes"], c["measured_us"]
+        compared = sum(1 for per_class in means.values() for per_engine in per_class.values() if len(per_engine) > 1)
+        moved = sum(1 for prefer in routes.values() for e in prefer if e)
+        log(f"{t} thread(s): {compared} (op, dtype, size class) measured on several engines; {moved} routed to "
+            f"another engine than the chain's first choice, and {sum(map(len, shapes.values()))} single shapes "
+            "to another than their class's")
+        for key in sorted(set(routes) | set(shapes)):
+            picked = [f"class {k}: {e}" for k, e in enumerate(routes.get(key, [])) if e]
+            picked += [f"{_shape_name(sizes)}: {e}" for sizes, e in shapes.get(key, [])]
+            log(f"  {key}: {', '.join(picked)}")
     if skipped:
         log("skipped: " + "; ".join(sorted(skipped)))
     log(f"wrote {path}; the default chain ({' -> '.join(engines)}) follows it from the next process on")
@@ -287,6 +388,10 @@ def main(argv):
                    help="comma-separated workloads (default: every one available): " + ", ".join(workloads.MODELS))
     p.add_argument("--steps", type=int, default=3, help="measured steps of each workload and mode (default 3)")
     p.add_argument("--output", default=None, help="where to write the table (default: " + table_path() + ")")
+    p.add_argument("--threads", default=None,
+                   help="comma-separated thread counts to measure and choose for (default: 1 and torch's default, "
+                        f"here {','.join(map(str, default_threads()))}); calls made with one thread follow the "
+                        "choices for 1, calls made with more those for the largest count")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -296,11 +401,17 @@ def main(argv):
         p.error(f"unknown workload(s): {', '.join(unknown)} (known: {', '.join(workloads.MODELS)})")
     if args.steps < 1:
         p.error("--steps must be >= 1")
+    try:
+        threads = sorted({int(t) for t in args.threads.split(",")}) if args.threads else None
+    except ValueError:
+        p.error(f"--threads takes comma-separated whole numbers, got {args.threads!r}")
+    if threads and threads[0] < 1:
+        p.error("--threads: thread counts must be >= 1")
     if args.child:
-        _child(args.child, models, args.steps, args.json)
+        _child(args.child, models, args.steps, threads, args.json)
         return 0
     try:
-        tune(models, args.steps, args.output)
+        tune(models, args.steps, args.output, threads=threads)
     except RuntimeError as exc:
         print(exc, file=sys.stderr)
         return 1

@@ -47,6 +47,23 @@ def workload(model, inputs, loss_fn, device, lr=1e-3):
     return Workload(train, infer)
 
 
+def digits_cnn_model():
+    """examples/train.py's model (the main job's), layer for layer: 8x8 digits, 10 classes.
+    tests/python/test_workloads.py checks that the two stay the same."""
+    return nn.Sequential(
+        nn.Conv2d(1, 16, kernel_size=3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, kernel_size=3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 2 * 2, 10),
+    )
+
+
+def digits_cnn(device):
+    g = torch.Generator().manual_seed(8)
+    x = {"x": torch.rand(64, 1, 8, 8, generator=g), "y": torch.randint(0, 10, (64,), generator=g)}
+    return workload(digits_cnn_model(), x, lambda m, x: nn.functional.cross_entropy(m(x["x"]), x["y"]), device,
+                    lr=1e-2)
+
+
 def _transformers():
     import transformers
 
@@ -138,6 +155,7 @@ def lstm(device):
 
 # name -> builder(device) -> Workload. The order is the table's.
 MODELS = {
+    "digits CNN": digits_cnn,
     "GPT-2": gpt2,
     "BERT": bert,
     "LLaMA": llama,
@@ -149,6 +167,7 @@ MODELS = {
 
 # What each model is, for the table's legend.
 DESCRIPTIONS = {
+    "digits CNN": "examples/train.py's model, batch 64 of 8x8",
     "GPT-2": "2 layers, width 128, 8x64 tokens",
     "BERT": "2 layers, width 128, 8x64 tokens, padding mask, classification",
     "LLaMA": "2 layers, width 128, GQA 4/2 heads, 8x64 tokens",

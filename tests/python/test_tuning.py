@@ -10,14 +10,19 @@ import sys
 import pytest
 
 
-def _table(openreg, routes, chain=("onednn", "eigen", "aten_ref")):
+def _table(openreg, routes, chain=("onednn", "eigen", "aten_ref"), shapes=None, more_threads=None):
+    """A table whose choices are `routes` and `shapes` for every thread count, or, given
+    more_threads=(routes, shapes), those for one thread and more_threads' for two."""
     from openreg import tuning
 
     found = {f["name"]: f["path"] for f in openreg.engines_available()}
     missing = [e for e in chain if e not in found]
     if missing:
         pytest.skip(f"engines not built: {missing}")
-    return {"version": tuning.TABLE_VERSION, "made": "test", "chain": list(chain), "routes": routes,
+    choices = {"1": {"routes": routes, "shapes": shapes or {}}}
+    if more_threads:
+        choices["2"] = {"routes": more_threads[0], "shapes": more_threads[1]}
+    return {"version": tuning.TABLE_VERSION, "made": "test", "chain": list(chain), "choices": choices,
             "engines": [tuning._fingerprint(e, found[e]) for e in chain]}
 
 
@@ -55,6 +60,33 @@ def test_choose_routes_a_forward_and_its_backward_together(openreg):
     assert choose(alone, order) == {}
 
 
+def test_choose_shapes_gives_a_shape_its_own_engine_only_when_clearly_faster(openreg):
+    """A size class mixes shapes: [64, 16, 8, 8] and [8, 128, 8, 8] are both 65,536
+    elements, and a batch norm over them favours different engines."""
+    from openreg.tuning import MIN_SAVING_US, choose, choose_shapes
+
+    order = ["onednn", "eigen", "aten_ref"]
+    key = "aten::native_batch_norm|float32"
+    per_class = {key: {"2": {"onednn": 160e3, "eigen": 120e3}}}  # the class goes to eigen
+    routes = choose(per_class, order)
+    assert routes == {key: ["", "", "eigen", ""]}
+    per_shape = {key: {
+        "8x128x8x8": (2, {"onednn": 200e3, "eigen": 100e3}),  # agrees with its class
+        "64x16x8x8": (2, {"onednn": 40e3, "eigen": 60e3}),    # onednn: clearly faster
+        "64x8x16x8": (2, {"onednn": 57e3, "eigen": 60e3}),    # faster, but within the margin
+        "4x4x4x4": (0, {"onednn": 1e3, "eigen": 5e3}),        # its class kept the chain's order
+    }}
+    assert choose_shapes(per_shape, {key: {**per_class[key], "0": {"onednn": 1e3, "eigen": 5e3}}}, routes,
+                         order) == {key: [[[64, 16, 8, 8], "onednn"]]}
+    # A saving under MIN_SAVING_US a call is not worth a table entry.
+    tiny = {key: {"64x16x8x8": (2, {"onednn": 0.5 * MIN_SAVING_US * 1e3, "eigen": 0.9 * MIN_SAVING_US * 1e3})}}
+    assert choose_shapes(tiny, per_class, routes, order) == {}
+    # The forward and backward of a pair keep their class's choice (one engine for both).
+    rnn = "aten::mkldnn_rnn_layer|float32"
+    assert choose_shapes({rnn: {"8x32x64": (1, {"onednn": 100e3, "aten_ref": 10e3})}},
+                         {rnn: {"1": {"onednn": 100e3, "aten_ref": 100e3}}}, {}, order) == {}
+
+
 ROUTER_CHECK = r"""
 import json, sys, torch, openreg
 info = openreg.info()
@@ -82,6 +114,33 @@ def test_default_chain_follows_the_table_per_size_class(openreg, run_python, tmp
     assert out["small"] == {"eigen": 1}, out   # the table's choice for class 0
     assert out["large"] == {"onednn": 1}, out  # class 1: the chain's order
     assert out["ok"]
+
+
+SHAPE_CHECK = r"""
+import json, torch, openreg
+routed, other = torch.randn(64, 16, device="openreg"), torch.randn(16, 64, device="openreg")  # one size class
+by = {}
+for threads in (1, 2):
+    torch.set_num_threads(threads)
+    for name, t in (("routed", routed), ("other", other)):
+        openreg.reset_stats()
+        torch.relu(t)
+        by[f"{name}@{threads}"] = openreg.stats()["aten::relu"]
+print(json.dumps(by))
+"""
+
+
+def test_the_router_follows_a_shapes_choice_and_the_calls_thread_setting(openreg, run_python, tmp_path):
+    path = tmp_path / "routes.json"
+    table = _table(openreg, {"aten::relu|float32": ["", "", "", ""]},
+                   shapes={"aten::relu|float32": [[[64, 16], "eigen"]]},  # one thread
+                   more_threads=({"aten::relu|float32": ["aten_ref", "", "", ""]}, {}))
+    path.write_text(json.dumps(table))
+    proc = run_python(SHAPE_CHECK, env_extra={"OPENREG_ENGINE": None, "OPENREG_ROUTES": str(path)})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"routed@1": {"eigen": 1}, "other@1": {"onednn": 1},
+                   "routed@2": {"aten_ref": 1}, "other@2": {"aten_ref": 1}}, out
 
 
 def test_an_explicit_engine_ignores_the_table(openreg, run_python, tmp_path):
@@ -130,22 +189,28 @@ def test_tune_measures_the_engines_and_writes_a_table_the_chain_loads(openreg, r
     if len(engines) < 2:
         pytest.skip("one engine built: nothing to tune")
     path = tmp_path / "routes.json"
-    proc = run_command([sys.executable, "-m", "openreg", "tune", "--models", "nn.TransformerEncoder",
-                        "--steps", "1", "--output", str(path)], env_extra={"OPENREG_ENGINE": None})
+    proc = run_command([sys.executable, "-m", "openreg", "tune", "--models", "nn.TransformerEncoder,digits CNN",
+                        "--steps", "1", "--threads", "1,2", "--output", str(path)], env_extra={"OPENREG_ENGINE": None})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     table = json.loads(path.read_text())
     assert table["chain"] == engines and [e["name"] for e in table["engines"]] == engines
-    assert table["models"] == ["nn.TransformerEncoder"]
-    # Every engine was measured on the ops it serves: mm (a linear layer's) on each.
-    mm = table["measured_us"]["aten::addmm|float32"]
-    assert set().union(*(set(per_engine) for per_engine in mm.values())) == set(engines), mm
-    for key, prefer in table["routes"].items():
-        assert len(prefer) == 4 and all(e in ("",) + tuple(engines) for e in prefer), (key, prefer)
-        for cls, engine in enumerate(prefer):
-            if engine:  # chosen only where it was measured faster than the chain's first choice
-                per_engine = table["measured_us"][key][str(cls)]
-                default = min(per_engine, key=engines.index)
-                assert per_engine[engine] < per_engine[default], (key, cls, per_engine)
+    assert table["models"] == ["nn.TransformerEncoder", "digits CNN"]
+    assert sorted(table["choices"]) == ["1", "2"]
+    for choices in table["choices"].values():
+        # Every engine was measured on the ops it serves: addmm (a linear layer's) on each.
+        mm = choices["measured_us"]["aten::addmm|float32"]
+        assert set().union(*(set(per_engine) for per_engine in mm.values())) == set(engines), mm
+        for key, prefer in choices["routes"].items():
+            assert len(prefer) == 4 and all(e in ("",) + tuple(engines) for e in prefer), (key, prefer)
+            for cls, engine in enumerate(prefer):
+                if engine:  # chosen only where it was measured faster than the chain's first choice
+                    per_engine = choices["measured_us"][key][str(cls)]
+                    default = min(per_engine, key=engines.index)
+                    assert per_engine[engine] < per_engine[default], (key, cls, per_engine)
+        for key, per_shape in choices["shapes"].items():
+            for sizes, engine in per_shape:  # as measured: that shape's fastest engine
+                per_engine = choices["measured_shapes_us"][key]["x".join(map(str, sizes))]
+                assert engine in engines and per_engine[engine] == min(per_engine.values()), (key, sizes, per_engine)
     info = run_command([sys.executable, "-m", "openreg", "info"],
                        env_extra={"OPENREG_ENGINE": None, "OPENREG_ROUTES": str(path)})
     assert info.returncode == 0 and f"tuned routing table: {path}" in info.stdout, info.stdout + info.stderr

@@ -40,6 +40,7 @@
 #include "composite_route.h"
 #include "rnn_layer_stack.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/ops/lstm_native.h>
 #include <ATen/ops/mkldnn_rnn_layer.h>
 #include <ATen/ops/mkldnn_rnn_layer_backward.h>
@@ -158,10 +159,12 @@ Route* whole_layer_route(const char* op, const Tensor& input) {
 }
 
 // The engines a call is offered to, in order, as route_call offers it: a tuned
-// route tries the preferred engine of the call's size class first.
-std::vector<const Engine*> offer_order(const Route& r, int64_t numel) {
+// route tries the preferred engine of the call's thread setting, shape or size class first.
+std::vector<const Engine*> offer_order(const Route& r, const Tensor& routed_by) {
   std::vector<const Engine*> order;
-  const int first = r.tuned ? r.preferred[static_cast<size_t>(size_class(numel))] : -1;
+  const int first = r.tuned ? r.first_candidate(thread_setting(at::get_num_threads()), size_class(routed_by.numel()),
+                                                shape_key(routed_by.sizes().data(), routed_by.dim()))
+                            : -1;
   if (first >= 0) order.push_back(r.candidates[static_cast<size_t>(first)].engine);
   for (size_t i = 0; i < r.candidates.size(); ++i)
     if (static_cast<int>(i) != first) order.push_back(r.candidates[i].engine);
@@ -180,9 +183,9 @@ bool training_calls_apply(const Tensor& input) {
   Route* fwd = whole_layer_route("aten::mkldnn_rnn_layer", input);
   Route* bwd = whole_layer_route("aten::mkldnn_rnn_layer_backward", input);
   if (!fwd || !bwd) return false;
-  const auto backward_order = offer_order(*bwd, input.numel());
+  const auto backward_order = offer_order(*bwd, input);
   std::vector<const Engine*> forward_order;
-  for (const Engine* e : offer_order(*fwd, input.numel()))
+  for (const Engine* e : offer_order(*fwd, input))
     if (std::find(backward_order.begin(), backward_order.end(), e) != backward_order.end()) forward_order.push_back(e);
   return forward_order == backward_order;
 }

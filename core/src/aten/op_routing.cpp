@@ -14,11 +14,13 @@
 #include "output_sizing.h"
 #include "reference_path.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <algorithm>
 #include <chrono>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/accumulate.h>
 #include <torch/library.h>
 
 namespace openreg {
@@ -46,14 +48,14 @@ Route* route_for(OpPlan& plan, openreg_dtype dtype, bool has_dtype) {
 
 // The device the call runs on (its first device tensor's, else a Device argument's,
 // else the current one) and the dtype it is routed by (its first tensor's), whose
-// number of elements is the call's size.
+// sizes are the call's size and shape.
 c10::DeviceIndex call_device(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, openreg_dtype* dtype,
-                             bool* has_dtype, int64_t* numel) {
+                             bool* has_dtype, c10::IntArrayRef* sizes) {
   c10::DeviceIndex dev = -1;
   auto visit = [&](const at::Tensor& t) {
     if (!*has_dtype) {
       *has_dtype = bridge::to_abi_dtype(t.scalar_type(), dtype);
-      *numel = t.numel();
+      *sizes = t.sizes();
     }
     if (dev < 0 && t.device().type() == kDevice) dev = t.device().index();
   };
@@ -100,8 +102,8 @@ struct Offer {
   openreg_dtype dtype;
   bool composite;  // engines that do not serve the op by name are skipped
   bool timing;
-  int size_cls;
-  int first;  // the tuned route's preferred candidate, tried first
+  uint64_t shape;  // shape_key of the routed-by tensor, when tuned or timing
+  int first;       // the tuned route's preferred candidate, tried first
 
   // Index in route->candidates of the k-th engine to offer the call to.
   size_t candidate(size_t k) const {
@@ -141,10 +143,8 @@ struct Offer {
         st = invoke_run(*cand.engine, call, &msg);
       }
       if (timing && st == OPENREG_STATUS_OK) {
-        const size_t slot = i * kSizeClasses + static_cast<size_t>(size_cls);
         const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
-        route->timed_ns[slot].fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
-        route->timed_calls[slot].fetch_add(1, std::memory_order_relaxed);
+        route->add_timing(shape, i, static_cast<uint64_t>(ns.count()));
       }
       if (st == OPENREG_STATUS_UNSUPPORTED) {
         note_declined(cand, msg, declined);
@@ -193,8 +193,8 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   openreg_dtype dtype{};
   bool has_dtype = false;
-  int64_t numel = 0;
-  const c10::DeviceIndex dev = call_device(plan, args, &dtype, &has_dtype, &numel);
+  c10::IntArrayRef sizes;
+  const c10::DeviceIndex dev = call_device(plan, args, &dtype, &has_dtype, &sizes);
   const c10::Device device(kDevice, dev);
   check_devices(plan.device_rule, plan.name, args, device);
   check_empty_input(plan.device_rule, args);
@@ -249,8 +249,14 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // In the chain's order, except that a tuned route tries its size class's
   // fastest engine first; route timing (tuning) measures each engine call.
   Offer offer{&plan, route, dtype, composite, route_timing_enabled(), 0, 0};
-  offer.size_cls = route->tuned || offer.timing ? size_class(numel) : 0;
-  offer.first = route->tuned ? std::max<int>(0, route->preferred[static_cast<size_t>(offer.size_cls)]) : 0;
+  if (route->tuned || offer.timing) {
+    offer.shape = shape_key(sizes.data(), sizes.size());
+    if (offer.timing) route->note_shape(offer.shape, sizes.data(), sizes.size());
+    if (route->tuned) {
+      offer.first = route->first_candidate(thread_setting(at::get_num_threads()),
+                                           size_class(c10::multiply_integers(sizes)), offer.shape);
+    }
+  }
   std::string declined;
   if (queued) {
     // Asked here, run on the worker: the engine that says it supports the call gets it.

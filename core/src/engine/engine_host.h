@@ -5,6 +5,7 @@
 
 #include <openreg/engine.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <memory>
@@ -125,7 +126,8 @@ size_t format_crash_line(char* buf, size_t cap, const CrashContext& where, const
 
 // A call's size class: elements of the tensor it is routed by. A tuned routing
 // table (`python -m openreg tune`) names the fastest engine per (op, dtype, size
-// class) on one machine.
+// class) on one machine, and may name another for one shape of that tensor (its
+// sizes), where the workloads showed that shape to differ from its class.
 constexpr int kSizeClasses = 4;
 constexpr int64_t kSizeClassBounds[kSizeClasses - 1] = {4096, 65536, 1048576};  // exclusive upper bounds
 inline int size_class(int64_t numel) {
@@ -134,10 +136,32 @@ inline int size_class(int64_t numel) {
   return c;
 }
 
+// The sizes of the tensor a call is routed by, hashed (FNV-1a over the rank and sizes).
+inline uint64_t shape_key(const int64_t* sizes, size_t ndim) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int b = 0; b < 8; ++b, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull;
+  };
+  mix(ndim);
+  for (size_t i = 0; i < ndim; ++i) mix(static_cast<uint64_t>(sizes[i]));
+  return h;
+}
+
+// Engines rank differently with one thread and with several, so a table holds one set
+// of choices per thread setting: calls made with one thread (torch.get_num_threads())
+// follow the first, calls made with more the second.
+constexpr int kThreadSettings = 2;
+inline int thread_setting(int threads) { return threads > 1 ? 1 : 0; }
+
 struct TunedRoutes {
   std::vector<std::string> chain;  // the engines measured, in the order they are tried by default
-  // "op|dtype" -> the engine to try first, per size class ("": the chain's order)
-  std::unordered_map<std::string, std::array<std::string, kSizeClasses>> prefer;
+  struct Choices {
+    // "op|dtype" -> the engine to try first, per size class ("": the chain's order)
+    std::unordered_map<std::string, std::array<std::string, kSizeClasses>> prefer;
+    // "op|dtype" -> (sizes, engine to try first) for single shapes, ahead of their class
+    std::unordered_map<std::string, std::vector<std::pair<std::vector<int64_t>, std::string>>> shapes;
+  };
+  std::array<Choices, kThreadSettings> by_threads;  // [thread_setting(threads)]
 };
 
 // ------------------------------------------------------------------ registry
@@ -203,13 +227,39 @@ struct Route {
   std::vector<Candidate> candidates;
   std::unique_ptr<std::atomic<uint64_t>[]> calls;  // per candidate
   std::atomic<uint64_t> reference_calls{0};        // calls run on the host's reference path
-  // From the tuned routing table: the candidate to try first per size class (-1: the
-  // chain's order); tuned: some class starts elsewhere than candidate 0.
-  std::array<int8_t, kSizeClasses> preferred{-1, -1, -1, -1};
+  // From the tuned routing table, per thread setting: the candidate to try first per
+  // size class (-1: the chain's order) and per single shape (few: a linear search);
+  // tuned: the table moves some call away from candidate 0.
+  struct ShapePreference {
+    uint64_t shape;
+    int8_t candidate;
+  };
+  struct Preferences {
+    std::array<int8_t, kSizeClasses> by_class{-1, -1, -1, -1};
+    std::vector<ShapePreference> by_shape;
+  };
+  std::array<Preferences, kThreadSettings> preferred;
   bool tuned = false;
+  // The candidate a call of this thread setting, size class and shape is offered to first.
+  int first_candidate(int threads, int size_cls, uint64_t shape) const {
+    const Preferences& p = preferred[static_cast<size_t>(threads)];
+    for (const auto& s : p.by_shape)
+      if (s.shape == shape) return s.candidate;
+    return std::max<int>(0, p.by_class[static_cast<size_t>(size_cls)]);
+  }
+
   // While route timing is on (tuning): time spent in engine calls and their number,
-  // per candidate and size class ([candidate * kSizeClasses + class]).
-  std::unique_ptr<std::atomic<uint64_t>[]> timed_ns, timed_calls;
+  // per shape of the routed-by tensor and candidate.
+  struct ShapeTiming {
+    std::vector<int64_t> sizes;
+    std::vector<uint64_t> ns, calls;  // per candidate
+  };
+  std::mutex timing_mutex;
+  std::unordered_map<uint64_t, ShapeTiming> timed;
+  // Registers a shape (on the calling thread, before the call may be queued) ...
+  void note_shape(uint64_t shape, const int64_t* sizes, size_t ndim);
+  // ... and adds one engine call's time to it.
+  void add_timing(uint64_t shape, size_t candidate, uint64_t ns);
 };
 
 // Route timing (off by default): route_call measures each engine call into the
@@ -219,6 +269,7 @@ void set_route_timing(bool on);
 
 struct RouteTiming {
   std::string op, dtype, engine;
+  std::vector<int64_t> sizes;  // of the tensor the calls were routed by
   int size_class;
   uint64_t calls, ns;
 };

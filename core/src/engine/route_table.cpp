@@ -22,19 +22,31 @@ Route* RouteTable::find_or_add(std::string key, const std::string& op, openreg_d
   }
   r->calls.reset(new std::atomic<uint64_t>[r->candidates.size() + 1]);
   for (size_t i = 0; i <= r->candidates.size(); ++i) r->calls[i] = 0;
-  const size_t slots = r->candidates.size() * kSizeClasses;
-  r->timed_ns.reset(new std::atomic<uint64_t>[slots + 1]);
-  r->timed_calls.reset(new std::atomic<uint64_t>[slots + 1]);
-  for (size_t i = 0; i <= slots; ++i) r->timed_ns[i] = r->timed_calls[i] = 0;
   if (const TunedRoutes* tuned = registry_.tuned_routes(); tuned && !reference) {
-    auto it = tuned->prefer.find(key);
-    if (it != tuned->prefer.end()) {
-      for (int c = 0; c < kSizeClasses; ++c) {
-        for (size_t i = 0; i < r->candidates.size(); ++i) {
-          if (r->candidates[i].engine->name == it->second[static_cast<size_t>(c)]) {
-            r->preferred[static_cast<size_t>(c)] = static_cast<int8_t>(i);
-            r->tuned = r->tuned || i != 0;
-          }
+    auto index_of = [&r](const std::string& engine) -> int {
+      for (size_t i = 0; i < r->candidates.size(); ++i)
+        if (r->candidates[i].engine->name == engine) return static_cast<int>(i);
+      return -1;
+    };
+    for (int t = 0; t < kThreadSettings; ++t) {
+      const TunedRoutes::Choices& choices = tuned->by_threads[static_cast<size_t>(t)];
+      Route::Preferences& prefer = r->preferred[static_cast<size_t>(t)];
+      auto it = choices.prefer.find(key);
+      if (it != choices.prefer.end()) {
+        for (int c = 0; c < kSizeClasses; ++c) {
+          const int i = index_of(it->second[static_cast<size_t>(c)]);
+          if (i < 0) continue;
+          prefer.by_class[static_cast<size_t>(c)] = static_cast<int8_t>(i);
+          r->tuned = r->tuned || i != 0;
+        }
+      }
+      auto shapes = choices.shapes.find(key);
+      if (shapes != choices.shapes.end()) {
+        for (const auto& [sizes, engine] : shapes->second) {
+          const int i = index_of(engine);
+          if (i < 0) continue;
+          prefer.by_shape.push_back({shape_key(sizes.data(), sizes.size()), static_cast<int8_t>(i)});
+          r->tuned = true;
         }
       }
     }
@@ -43,10 +55,15 @@ Route* RouteTable::find_or_add(std::string key, const std::string& op, openreg_d
     std::string names;
     for (const auto& c : r->candidates) names += (names.empty() ? "" : ", then ") + c.engine->name;
     if (r->tuned) {
-      names += " (tuned, first by size class:";
-      for (int c = 0; c < kSizeClasses; ++c) {
-        const int p = r->preferred[static_cast<size_t>(c)];
-        names += std::string(" ") + (p < 0 ? "-" : r->candidates[static_cast<size_t>(p)].engine->name);
+      names += " (tuned, first by size class";
+      for (int t = 0; t < kThreadSettings; ++t) {
+        const Route::Preferences& p = r->preferred[static_cast<size_t>(t)];
+        names += t == 0 ? ", one thread:" : "; more threads:";
+        for (int c = 0; c < kSizeClasses; ++c) {
+          const int i = p.by_class[static_cast<size_t>(c)];
+          names += std::string(" ") + (i < 0 ? "-" : r->candidates[static_cast<size_t>(i)].engine->name);
+        }
+        if (!p.by_shape.empty()) names += " and " + std::to_string(p.by_shape.size()) + " shape(s)";
       }
       names += ")";
     }
@@ -99,18 +116,37 @@ std::atomic<bool> g_route_timing{false};
 bool route_timing_enabled() { return g_route_timing.load(std::memory_order_relaxed); }
 void set_route_timing(bool on) { g_route_timing.store(on, std::memory_order_relaxed); }
 
+void Route::note_shape(uint64_t shape, const int64_t* sizes, size_t ndim) {
+  std::lock_guard<std::mutex> lock(timing_mutex);
+  ShapeTiming& t = timed[shape];
+  if (t.ns.empty()) {
+    t.sizes.assign(sizes, sizes + ndim);
+    t.ns.assign(candidates.size(), 0);
+    t.calls.assign(candidates.size(), 0);
+  }
+}
+
+void Route::add_timing(uint64_t shape, size_t candidate, uint64_t ns) {
+  std::lock_guard<std::mutex> lock(timing_mutex);
+  auto it = timed.find(shape);
+  if (it == timed.end() || candidate >= it->second.ns.size()) return;  // reset since it was noted
+  it->second.ns[candidate] += ns;
+  it->second.calls[candidate] += 1;
+}
+
 std::vector<RouteTiming> RouteTable::timings() {
   std::vector<RouteTiming> out;
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& kv : routes_) {
-    const Route& r = *kv.second;
-    for (size_t i = 0; i < r.candidates.size(); ++i) {
-      for (int c = 0; c < kSizeClasses; ++c) {
-        const size_t slot = i * kSizeClasses + static_cast<size_t>(c);
-        const uint64_t n = r.timed_calls[slot].load(std::memory_order_relaxed);
-        if (n == 0) continue;
-        out.push_back({r.op, r.has_dtype ? dtype_name(r.dtype) : "-", r.candidates[i].engine->name, c, n,
-                       r.timed_ns[slot].load(std::memory_order_relaxed)});
+    Route& r = *kv.second;
+    std::lock_guard<std::mutex> timing_lock(r.timing_mutex);
+    for (const auto& [shape, t] : r.timed) {
+      int64_t numel = 1;
+      for (int64_t s : t.sizes) numel *= s;
+      for (size_t i = 0; i < t.ns.size(); ++i) {
+        if (t.calls[i] == 0) continue;
+        out.push_back({r.op, r.has_dtype ? dtype_name(r.dtype) : "-", r.candidates[i].engine->name, t.sizes,
+                       size_class(numel), t.calls[i], t.ns[i]});
       }
     }
   }
@@ -120,8 +156,11 @@ std::vector<RouteTiming> RouteTable::timings() {
 void RouteTable::reset_timings() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& kv : routes_) {
-    const size_t slots = kv.second->candidates.size() * kSizeClasses;
-    for (size_t i = 0; i <= slots; ++i) kv.second->timed_ns[i] = kv.second->timed_calls[i] = 0;
+    std::lock_guard<std::mutex> timing_lock(kv.second->timing_mutex);
+    for (auto& [shape, t] : kv.second->timed) {
+      std::fill(t.ns.begin(), t.ns.end(), 0);
+      std::fill(t.calls.begin(), t.calls.end(), 0);
+    }
   }
 }
 

@@ -9,10 +9,15 @@ engine, with 1 and 2 threads.
 
 ratio = openreg time / torch CPU time: above 1.0x the device is SLOWER (as in
 bench/overhead.py). The engine is chosen when the device initialises, so each
-engine runs in a child process of its own (this script with --child). In it,
-for each thread count, each model is built twice from the same seed (on torch
-CPU and on the device); after warm-up steps, CPU and device rounds alternate
-(the order flips each round) and the median round of each side is kept. A round
+engine runs in child processes of its own (this script with --child), --passes
+of them, interleaved with the other engines' (the order flipped each pass), so
+that a slow spell of this shared machine does not land on one engine alone. In
+a child, for each thread count, each model is built twice from the same seed
+(on torch CPU and on the device); after warm-up steps, CPU and device rounds
+alternate (the order flips each round). Over every round of an engine's
+passes, a device step time is the median round; torch CPU's is the median of
+its rounds in every engine's processes, one figure per table row, and each
+ratio is device time over that figure. A round
 is --steps calls of the step, ended by reading the last result (``.item()``),
 so the figures stay right if ops become asynchronous.
 
@@ -160,13 +165,37 @@ def run_child(engine, args):
         return out
 
 
-def summarise(result):
-    for per_model in result["threads"].values():
-        for per_mode in per_model.values():
-            for fig in per_mode.values():
-                fig["cpu_ms"] = statistics.median(fig["cpu"]) * 1e3
-                fig["dev_ms"] = statistics.median(fig["dev"]) * 1e3
-                fig["ratio"] = fig["dev_ms"] / fig["cpu_ms"]
+def merge(passes):
+    """One engine's passes (child processes) as one result: every round of every pass."""
+    out = passes[0]
+    for extra in passes[1:]:
+        for t, per_model in extra["threads"].items():
+            for name, per_mode in per_model.items():
+                for mode, fig in per_mode.items():
+                    into = out["threads"][t][name][mode]
+                    into["cpu"] += fig["cpu"]
+                    into["dev"] += fig["dev"]
+                    into["fallback_ops"] = sorted(set(into["fallback_ops"]) | set(fig["fallback_ops"]))
+    return out
+
+
+def summarise(results):
+    """Step times: the median round of each side. torch CPU has one figure per row (model,
+    mode, thread count): the median of its rounds in every engine's processes, which all
+    ratios divide by. Its time moves from process to process on this shared machine
+    (ResNet-18's training step took 120 to 163 ms in consecutive processes), so a ratio
+    against each process's own CPU rounds carried that swing into the comparison of
+    engines; against one pooled reference, engines compare by their own times."""
+    for t, per_model in results[0]["threads"].items():
+        for name, per_mode in per_model.items():
+            for mode in per_mode:
+                figs = [r["threads"][t][name][mode] for r in results]
+                cpu_ms = statistics.median([c for f in figs for c in f["cpu"]]) * 1e3
+                for fig in figs:
+                    fig["own_cpu_ms"] = statistics.median(fig["cpu"]) * 1e3
+                    fig["cpu_ms"] = cpu_ms
+                    fig["dev_ms"] = statistics.median(fig["dev"]) * 1e3
+                    fig["ratio"] = fig["dev_ms"] / cpu_ms
 
 
 def geomean(values):
@@ -183,15 +212,15 @@ def report_lines(results, args, machine):
     import torch
     lines = ["# bench/models.py: real models, openreg device vs torch CPU", "",
              describe(machine) + "  ",
-             f"torch {torch.__version__}; {args.rounds} alternating rounds of {args.steps} steps per side, "
-             f"median round; one process per engine  "]
+             f"torch {torch.__version__}; {args.rounds} alternating rounds of {args.steps} steps per side in each "
+             f"of {args.passes} processes per engine (the engines' processes interleaved); step times: the median "
+             "round; torch CPU: the median of its rounds in every engine's processes  "]
     for r in results:
         lines.append(f"engine {r['engine']} {r['version']}: chain {' -> '.join(r['chain'])}  ")
     lines.append("ratio = openreg step time / torch CPU step time: below 1.0x the device is faster. "
                  "Train: forward, backward and AdamW; infer: forward under no_grad, eval mode. "
                  "`*`: some ops of the step were served by a later engine of the chain. "
-                 "The torch CPU column is measured in the first engine's process; each ratio is against "
-                 "torch CPU measured alternately in its own process.")
+                 "Each ratio is the engine's time over the row's torch CPU time.")
     lines.append("")
     import model_zoo
     for name in args.models:
@@ -285,6 +314,9 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=None, help="alternating rounds per side (default 5; 1 with --quick)")
     p.add_argument("--steps", type=int, default=None, help="steps per round (default 3; 1 with --quick)")
     p.add_argument("--warmup", type=int, default=None, help="untimed steps per side first (default 3; 1 with --quick)")
+    p.add_argument("--passes", type=int, default=None,
+                   help="processes per engine, interleaved across engines, their rounds pooled (default 2; "
+                        "1 with --quick): the machine's slow spells spread over every engine")
     p.add_argument("--quick", action="store_true",
                    help="one round of one step, the digits CNN only unless --models: checks the script runs")
     p.add_argument("--json", default=None, metavar="PATH", help="write every round's figures here")
@@ -304,6 +336,10 @@ def parse_args(argv=None):
         p.error(f"--modes: expected some of {', '.join(MODES)}")
     args.threads = thread_counts(p, args.threads)
     step_counts(p, args, rounds=(1, 5), steps=(1, 3), warmup=(1, 3))
+    if args.passes is None:
+        args.passes = 1 if args.quick else 2
+    if args.passes < 1:
+        p.error("--passes must be >= 1")
     return args
 
 
@@ -316,11 +352,12 @@ def main(argv=None):
     engines = engines_to_run(args.engine)
     if not engines:
         fail("no engine built")
-    results = []
-    for engine in engines:
-        result = run_child(engine, args)
-        summarise(result)
-        results.append(result)
+    passes = {engine: [] for engine in engines}
+    for k in range(args.passes):  # the engines' processes interleaved, the order flipped each pass
+        for engine in engines if k % 2 == 0 else engines[::-1]:
+            passes[engine].append(run_child(engine, args))
+    results = [merge(passes[engine]) for engine in engines]
+    summarise(results)
     lines, missed = report_lines(results, args, machine)
     print("\n".join(lines))
     if missed:
@@ -331,7 +368,7 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": machine, "torch": torch.__version__, "threads": args.threads,
-                       "rounds": args.rounds, "steps": args.steps, "ratio": "device / torch CPU",
+                       "rounds": args.rounds, "passes": args.passes, "steps": args.steps, "ratio": "device / torch CPU",
                        "targets": TARGETS, "missed": missed, "results": results}, f, indent=1)
     if args.chart:
         draw_chart(results, args, machine, args.chart)

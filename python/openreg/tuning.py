@@ -326,7 +326,7 @@ def default_threads():
     return sorted({1, torch.get_num_threads()})
 
 
-def tune(models=None, steps=3, out=None, log=print, threads=None):
+def tune(models=None, steps=5, out=None, log=print, threads=None):
     """Measures every built engine on the workloads and writes the table; returns it."""
     import torch
 
@@ -386,7 +386,7 @@ def main(argv):
     p = argparse.ArgumentParser(prog="python -m openreg tune", description=__doc__.splitlines()[0])
     p.add_argument("--models", default=None,
                    help="comma-separated workloads (default: every one available): " + ", ".join(workloads.MODELS))
-    p.add_argument("--steps", type=int, default=3, help="measured steps of each workload and mode (default 3)")
+    p.add_argument("--steps", type=int, default=5, help="measured steps of each workload and mode (default 5)")
     p.add_argument("--output", default=None, help="where to write the table (default: " + table_path() + ")")
     p.add_argument("--threads", default=None,
                    help="comma-separated thread counts to measure and choose for (default: 1 and torch's default, "

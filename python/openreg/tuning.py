@@ -14,8 +14,11 @@ otherwise the chain's order stays. A class mixes shapes that favour different
 engines (a batch norm over [64, 16, 8, 8] and one over [8, 128, 8, 8] have the
 same size), so a single shape whose fastest engine beats its class's choice by
 ``MARGIN`` and ``MIN_SAVING_US`` a call gets an entry of its own (at most
-``MAX_SHAPES`` per op and dtype, the largest savings), which the router checks
-before the class. Engines also rank differently with one thread and with
+``MAX_SHAPES`` per op and dtype, the most time at stake first), which the router
+checks before the class; so does a shape that the class's engine never ran in
+the workloads while others did (an LSTM layer is one call on the reference
+engine's chain and a GEMM per time step on the others: the class's choice for
+small GEMMs, measured on other models, says nothing about those). Engines also rank differently with one thread and with
 several (a GEMM that wins on two cores may lose on one), so all of this is
 measured and chosen twice: with one thread and with torch's default thread
 count; a call made with one thread (``torch.get_num_threads()``) follows the
@@ -52,7 +55,7 @@ MARGIN = 0.10
 # A single shape leaves its class's choice only when it also saves this much a call ...
 MIN_SAVING_US = 2.0
 # ... and the router checks at most this many shapes per (op, dtype) before the class.
-MAX_SHAPES = 8
+MAX_SHAPES = 16
 
 _state = {"table": None, "ignored": None}
 
@@ -254,27 +257,33 @@ def choose(measured, order):
 
 
 def choose_shapes(per_shape, per_class, routes, order):
-    """per_shape: {key: {shape: (size_class, {engine: mean_ns})}} (shape: sizes joined
-    by "x"); per_class and routes: choose()'s input and output. -> {key: [[sizes,
-    engine], ...]}: the shapes whose fastest engine beats their class's first choice
-    by MARGIN and MIN_SAVING_US a call (PAIRED_OPS keep their class's choice)."""
+    """per_shape: {key: {shape: (size_class, {engine: mean_ns}, calls)}} (shape: sizes
+    joined by "x"); per_class and routes: choose()'s input and output. -> {key: [[sizes,
+    engine], ...]}, the shapes that leave their class's first choice:
+    - the class's choice was not measured on the shape (the workloads' calls of that
+      shape reached other engines only: a layer that runs as one call on the reference
+      engine's chain and step by step on the others) but others were: the fastest of those;
+    - the shape's fastest engine beats the class's choice by MARGIN and MIN_SAVING_US a call.
+    At most MAX_SHAPES per key, the most time at stake first. PAIRED_OPS keep their
+    class's choice."""
     paired = _pairs(per_shape)
     out = {}
     for key, shapes in per_shape.items():
         if key in paired:
             continue
         found = []
-        for shape, (cls, per_engine) in shapes.items():
-            if len(per_engine) < 2:
-                continue
+        for shape, (cls, per_engine, calls) in shapes.items():
             served = per_class[key][str(cls)]
             chosen = routes.get(key, [""] * (int(cls) + 1))[int(cls)] or min(served, key=order.index)
             best = min(per_engine, key=per_engine.get)
-            if chosen not in per_engine or best == chosen:
+            if best == chosen:
+                continue
+            if chosen not in per_engine:
+                found.append((per_engine[best] * calls, shape, best))
                 continue
             saving = per_engine[chosen] - per_engine[best]
             if per_engine[best] < (1.0 - MARGIN) * per_engine[chosen] and saving >= MIN_SAVING_US * 1e3:
-                found.append((saving, shape, best))
+                found.append((saving * calls, shape, best))
         found.sort(reverse=True)
         if found:
             out[key] = [[[int(s) for s in shape.split("x") if s], best] for _, shape, best in found[:MAX_SHAPES]]
@@ -303,7 +312,8 @@ def _choose_at(timings, engines):
 
     means = {key: {cls: mean(per_engine) for cls, per_engine in per_class.items()}
              for key, per_class in measured.items()}
-    shape_means = {key: {shape: (cls, mean(per_engine)) for shape, (cls, per_engine) in shapes.items()}
+    shape_means = {key: {shape: (cls, mean(per_engine), max(calls for _, calls in per_engine.values()))
+                         for shape, (cls, per_engine) in shapes.items()}
                    for key, shapes in by_shape.items()}
     routes = choose(means, engines)
     shapes = choose_shapes(shape_means, means, routes, engines)

@@ -71,20 +71,39 @@ def test_choose_shapes_gives_a_shape_its_own_engine_only_when_clearly_faster(ope
     routes = choose(per_class, order)
     assert routes == {key: ["", "", "eigen", ""]}
     per_shape = {key: {
-        "8x128x8x8": (2, {"onednn": 200e3, "eigen": 100e3}),  # agrees with its class
-        "64x16x8x8": (2, {"onednn": 40e3, "eigen": 60e3}),    # onednn: clearly faster
-        "64x8x16x8": (2, {"onednn": 57e3, "eigen": 60e3}),    # faster, but within the margin
-        "4x4x4x4": (0, {"onednn": 1e3, "eigen": 5e3}),        # its class kept the chain's order
+        "8x128x8x8": (2, {"onednn": 200e3, "eigen": 100e3}, 4),  # agrees with its class
+        "64x16x8x8": (2, {"onednn": 40e3, "eigen": 60e3}, 2),    # onednn: clearly faster
+        "64x8x16x8": (2, {"onednn": 57e3, "eigen": 60e3}, 2),    # faster, but within the margin
+        "4x4x4x4": (0, {"onednn": 1e3, "eigen": 5e3}, 2),        # its class kept the chain's order
     }}
     assert choose_shapes(per_shape, {key: {**per_class[key], "0": {"onednn": 1e3, "eigen": 5e3}}}, routes,
                          order) == {key: [[[64, 16, 8, 8], "onednn"]]}
     # A saving under MIN_SAVING_US a call is not worth a table entry.
-    tiny = {key: {"64x16x8x8": (2, {"onednn": 0.5 * MIN_SAVING_US * 1e3, "eigen": 0.9 * MIN_SAVING_US * 1e3})}}
+    tiny = {key: {"64x16x8x8": (2, {"onednn": 0.5 * MIN_SAVING_US * 1e3, "eigen": 0.9 * MIN_SAVING_US * 1e3}, 2)}}
     assert choose_shapes(tiny, per_class, routes, order) == {}
     # The forward and backward of a pair keep their class's choice (one engine for both).
     rnn = "aten::mkldnn_rnn_layer|float32"
-    assert choose_shapes({rnn: {"8x32x64": (1, {"onednn": 100e3, "aten_ref": 10e3})}},
+    assert choose_shapes({rnn: {"8x32x64": (1, {"onednn": 100e3, "aten_ref": 10e3}, 2)}},
                          {rnn: {"1": {"onednn": 100e3, "aten_ref": 100e3}}}, {}, order) == {}
+
+
+def test_choose_shapes_keeps_a_shape_off_an_engine_never_measured_on_it(openreg):
+    """An LSTM's per-step GEMMs ([8, 128] by [128, 512]) run on onednn's and eigen's
+    chains only (aten_ref's chain runs the layer as one call): the class's choice of
+    aten_ref, won on other models' small GEMMs, must not take them."""
+    from openreg.tuning import choose, choose_shapes
+
+    order = ["onednn", "eigen", "aten_ref"]
+    key = "aten::mm|float32"
+    per_class = {key: {"0": {"onednn": 10e3, "eigen": 12e3, "aten_ref": 5e3}}}
+    routes = choose(per_class, order)
+    assert routes == {key: ["aten_ref", "", "", ""]}
+    per_shape = {key: {
+        "8x128": (0, {"onednn": 9e3, "eigen": 12e3}, 64),              # aten_ref never ran it
+        "8x10": (0, {"onednn": 11e3, "eigen": 12e3, "aten_ref": 4e3}, 2),  # the class's choice holds
+        "8x512": (0, {"eigen": 8e3}, 64),                               # only eigen ran it
+    }}
+    assert choose_shapes(per_shape, per_class, routes, order) == {key: [[[8, 128], "onednn"], [[8, 512], "eigen"]]}
 
 
 ROUTER_CHECK = r"""

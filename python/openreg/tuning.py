@@ -18,11 +18,12 @@ same size), so a single shape whose fastest engine beats its class's choice by
 checks before the class; so does a shape that the class's engine never ran in
 the workloads while others did (an LSTM layer is one call on the reference
 engine's chain and a GEMM per time step on the others: the class's choice for
-small GEMMs, measured on other models, says nothing about those). Engines also rank differently with one thread and with
-several (a GEMM that wins on two cores may lose on one), so all of this is
-measured and chosen twice: with one thread and with torch's default thread
-count; a call made with one thread (``torch.get_num_threads()``) follows the
-first set of choices, a call made with more the second.
+small GEMMs, measured on other models, says nothing about those). Engines
+also rank differently with one thread and with several (a GEMM that wins on
+two cores may lose on one), so all of this is measured and chosen twice: with
+one thread and with torch's default thread count; a call made with one thread
+(``torch.get_num_threads()``) follows the first set of choices, a call made
+with more the second.
 
 The table is written per machine (``table_path()``: under ``$XDG_CACHE_HOME`` or
 ``~/.cache``, keyed by the CPU's model and vector features) and used by the

@@ -246,8 +246,9 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   openreg_call& call = builder.call();
 
   // Each engine either runs the call or declines it (UNSUPPORTED, nothing written).
-  // In the chain's order, except that a tuned route tries its size class's
-  // fastest engine first; route timing (tuning) measures each engine call.
+  // In the chain's order, except that a tuned route tries first the fastest engine
+  // of the call's shape or size class at the calling thread count; route timing
+  // (tuning) measures each engine call by the shape of the routed-by tensor.
   Offer offer{&plan, route, dtype, composite, route_timing_enabled(), 0, 0};
   if (route->tuned || offer.timing) {
     offer.shape = shape_key(sizes.data(), sizes.size());

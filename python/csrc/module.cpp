@@ -38,6 +38,16 @@ py::list engines_found() {
   return out;
 }
 
+// The chain's engine of that name; a clear error when the chain has none.
+const openreg::Engine* chain_engine(const std::string& name) {
+  std::string names;
+  for (const auto* e : openreg::registry().chain()) {
+    if (e->name == name) return e;
+    names += (names.empty() ? "" : ", ") + e->name;
+  }
+  TORCH_CHECK(false, "openreg: no engine '", name, "' in the chain (", names, ")");
+}
+
 py::list engine_chain() {
   py::list out;
   for (const auto* e : openreg::registry().chain()) {
@@ -248,6 +258,20 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_route_timing", [](bool on) { openreg::set_route_timing(on); });
   m.def("_set_tuned_routes", &set_tuned_routes);
+  m.def("_set_tuned_routes_followed", [](bool on) {
+    wait_released();  // queued calls were routed under the old setting: let them finish first
+    openreg::set_tuned_routes_followed(on);
+  });
+  m.def(
+      "_pin_engine",
+      [](const std::string& name, int group, int groups) {
+        TORCH_CHECK(groups >= 1 && group >= 0 && group < groups, "openreg: pin group ", group, " of ", groups,
+                    ": expected 0 <= group < groups");
+        const openreg::Engine* engine = name.empty() ? nullptr : chain_engine(name);
+        wait_released();
+        openreg::pin_engine(engine, group, groups);
+      },
+      py::arg("name"), py::arg("group") = 0, py::arg("groups") = 1);
   m.def("_tuned_routes_in_use", [] { return openreg::registry().tuned_routes() != nullptr; });
   m.def("_size_class_bounds", [] {
     return std::vector<int64_t>(std::begin(openreg::kSizeClassBounds), std::end(openreg::kSizeClassBounds));

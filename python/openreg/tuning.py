@@ -3,11 +3,15 @@
 Engines differ op by op: one has the faster GEMM, another the faster layer norm
 or small elementwise loop, and which one wins depends on the CPU and on the
 size of the call. ``tune`` runs the real-model workloads of :mod:`openreg.workloads`
-(training steps and inference) once per built engine, each engine in a process
-of its own with the chain ``<engine>, aten_ref``, and with route timing on: the
-op path times every engine call by (op, dtype, size class) (size class: elements
-of the tensor the call is routed by, cut at ``SIZE_CLASS_BOUNDS``) and by that
-tensor's shape. For every (op, dtype, size class) measured on more than one
+(training steps and inference) in one process whose chain is every built engine,
+with route timing on: the op path times every engine call by (op, dtype, size
+class) (size class: elements of the tensor the call is routed by, cut at
+``SIZE_CLASS_BOUNDS``) and by that tensor's shape. Each step pins one engine other
+than the chain's first for one ``PIN_GROUPS``-th of the routes, in turn: every
+engine runs every route, next to ops that mostly run on the chain's first engine as
+they will once tuned (an op costs more among another engine's ops than among its
+own), and all engines meet the same spells of this shared machine.
+For every (op, dtype, size class) measured on more than one
 engine, the fastest engine over the class's calls becomes the one the router
 tries first, if it beats the chain's own first choice by more than ``MARGIN``;
 otherwise the chain's order stays. A class mixes shapes that favour different
@@ -16,9 +20,8 @@ same size), so a single shape whose fastest engine beats its class's choice by
 ``MARGIN`` and ``MIN_SAVING_US`` a call gets an entry of its own (at most
 ``MAX_SHAPES`` per op and dtype, the most time at stake first), which the router
 checks before the class; so does a shape that the class's engine never ran in
-the workloads while others did (an LSTM layer is one call on the reference
-engine's chain and a GEMM per time step on the others: the class's choice for
-small GEMMs, measured on other models, says nothing about those). Engines
+the workloads while others did (it declined it: the class's choice, measured on
+other shapes, says nothing about it). Engines
 also rank differently with one thread and with several (a GEMM that wins on
 two cores may lose on one), so all of this is measured and chosen twice: with
 one thread and with torch's default thread count; a call made with one thread
@@ -57,6 +60,8 @@ MARGIN = 0.10
 MIN_SAVING_US = 2.0
 # ... and the router checks at most this many shapes per (op, dtype) before the class.
 MAX_SHAPES = 16
+# While measuring, each step moves one in this many routes off the chain's first engine.
+PIN_GROUPS = 3
 
 _state = {"table": None, "ignored": None}
 
@@ -167,45 +172,58 @@ def ignored_table():
 
 # ------------------------------------------------------------------ measuring
 
-def _child(engine, models, steps, threads, out_path):
-    """In a process whose chain is `engine` (then aten_ref): engine-call times of
-    every (op, dtype, shape) over the workloads, at each thread count."""
+def _child(engines, models, steps, threads, out_path):
+    """In a process whose chain is `engines`: engine-call times of every (op, dtype,
+    shape) over the workloads, at each thread count. Each step pins one engine other
+    than the chain's first for one PIN_GROUPS-th of the routes (a route's group: a hash
+    of its op and dtype), in turn, so that every engine runs every route while most of
+    the ops around it run on the chain's first engine, as they will when tuned, and
+    every engine meets the same spells of this machine and the same tensors."""
     import torch
 
     from . import _C, workloads
 
     torch.ones(1, device="openreg")
+    pins = [(engine, group) for group in range(PIN_GROUPS) for engine in engines[1:]]
     skipped, acc = set(), []
     _C._set_route_timing(True)
-    for t in threads:
-        torch.set_num_threads(t)
-        for name in models:
-            try:
-                w = workloads.build(name, "openreg")
-            except ImportError as exc:
-                skipped.add(f"{name} ({exc})")
-                continue
-            for fn in (w.train, w.infer):
-                fn().item()  # warm-up: caches, first-touch memory
-                _C._reset_route_timings()  # only steady-state calls count ...
-                for _ in range(steps):
-                    out = fn()
-                out.item()
-                acc.extend({**timing, "threads": t} for timing in _C._route_timings())  # ... per model and mode
-    _C._set_route_timing(False)
+    try:
+        for t in threads:
+            torch.set_num_threads(t)
+            for name in models:
+                try:
+                    w = workloads.build(name, "openreg")
+                except ImportError as exc:
+                    skipped.add(f"{name} ({exc})")
+                    continue
+                for fn in (w.train, w.infer):
+                    for engine in engines:  # warm-up: each engine's caches, first-touch memory
+                        _C._pin_engine(engine)
+                        fn().item()
+                    _C._reset_route_timings()  # only steady-state calls count ...
+                    for _ in range(steps):
+                        for engine, group in pins:
+                            _C._pin_engine(engine, group, PIN_GROUPS)
+                            fn().item()
+                    acc.extend({**timing, "threads": t} for timing in _C._route_timings())  # ... per model and mode
+    finally:
+        _C._pin_engine("")
+        _C._set_route_timing(False)
     with open(out_path, "w") as f:
-        json.dump({"engine": engine, "timings": acc, "skipped": sorted(skipped)}, f)
+        json.dump({"engines": engines, "timings": acc, "skipped": sorted(skipped)}, f)
 
 
-def _measure(engine, models, steps, threads):
+def _measure(engines, models, steps, threads):
+    """Runs _child in a process of its own: the chain is `engines`, the table off."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "timings.json")
-        env = {**os.environ, "OPENREG_ENGINE": engine, "OPENREG_ROUTES": "off"}
-        argv = [sys.executable, "-m", "openreg", "tune", "--child", engine, "--json", path,
+        env = {**os.environ, "OPENREG_ENGINE": ",".join(engines), "OPENREG_ROUTES": "off"}
+        argv = [sys.executable, "-m", "openreg", "tune", "--child", ",".join(engines), "--json", path,
                 "--steps", str(steps), "--models", ",".join(models), "--threads", ",".join(map(str, threads))]
         proc = subprocess.run(argv, env=env)
         if proc.returncode != 0:
-            raise RuntimeError(f"openreg tune: measuring engine {engine} failed (exit {proc.returncode})")
+            raise RuntimeError(f"openreg tune: measuring the engines {', '.join(engines)} failed "
+                               f"(exit {proc.returncode})")
         with open(path) as f:
             return json.load(f)
 
@@ -349,13 +367,10 @@ def tune(models=None, steps=5, out=None, log=print, threads=None):
         raise RuntimeError(f"openreg tune: needs two engines or more to choose between; found {sorted(found)}")
     models = models or workloads.available()
     threads = threads or default_threads()
-    timings, skipped = [], set()
-    for engine in engines:
-        log(f"measuring {engine} on {len(models)} workloads ({steps} steps of each, train and inference; "
-            f"threads {', '.join(map(str, threads))}) ...")
-        result = _measure(engine, models, steps, threads)
-        skipped.update(result["skipped"])
-        timings.extend(result["timings"])
+    log(f"measuring {', '.join(engines)} on {len(models)} workloads ({steps} steps on each engine, train and "
+        f"inference; threads {', '.join(map(str, threads))}) ...")
+    result = _measure(engines, models, steps, threads)
+    timings, skipped = result["timings"], set(result["skipped"])
     choices = {str(t): _choose_at([x for x in timings if x["threads"] == t], engines) for t in threads}
     table = {
         "version": TABLE_VERSION,
@@ -419,7 +434,7 @@ def main(argv):
     if threads and threads[0] < 1:
         p.error("--threads: thread counts must be >= 1")
     if args.child:
-        _child(args.child, models, args.steps, threads, args.json)
+        _child(args.child.split(","), models, args.steps, threads, args.json)
         return 0
     try:
         tune(models, args.steps, args.output, threads=threads)

@@ -126,3 +126,26 @@ def test_collectives_benchmark_smoke(run_command, repo_root, tmp_path):
         times = json.load(f)["times"]
     assert set(times["all_reduce"]) == {"cpu", "openreg"}, times
     assert all(len(v) == 1 and v[0] > 0 for case in times.values() for v in case.values()), times
+
+
+def test_tuned_ab_benchmark_smoke(run_command, repo_root, openreg, tmp_path):
+    # A table from a short tune, then bench/tuned_ab.py's rows against it.
+    built = {f["name"] for f in openreg.engines_available()}
+    if len(built & {"onednn", "eigen", "aten_ref"}) < 2:
+        import pytest
+        pytest.skip("one engine built: no table to compare")
+    table = str(tmp_path / "routes.json")
+    env = {"OPENREG_ENGINE": None, "OPENREG_ROUTES": table}
+    tune = run_command([sys.executable, "-m", "openreg", "tune", "--models", "digits CNN", "--steps", "1",
+                        "--threads", "1,2"], env_extra=env)
+    assert tune.returncode == 0, tune.stdout + tune.stderr
+    script = os.path.join(repo_root, "bench", "tuned_ab.py")
+    proc = run_command([sys.executable, script, "--quick", "--models", "digits CNN"], env_extra=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert re.search(r"vector features: avx2 (yes|no), avx512f (yes|no), avx512_bf16 (yes|no)", out), out
+    assert f"table: {table}" in out, out
+    for threads in (1, 2):
+        for mode in ("train", "infer"):
+            assert re.search(rf"^\s+{threads}  digits CNN\s+{mode}(\s+\d+\.\d+){{3}}(\s+\d+\.\d+x){{3}}$", out, re.M), out
+    assert re.search(r"^geomean tuned/untuned: \d+\.\d+x$", out.strip().splitlines()[-1]), out

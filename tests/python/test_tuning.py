@@ -162,6 +162,68 @@ def test_the_router_follows_a_shapes_choice_and_the_calls_thread_setting(openreg
                    "routed@2": {"aten_ref": 1}, "other@2": {"aten_ref": 1}}, out
 
 
+FOLLOW_CHECK = r"""
+import json, torch, openreg
+from openreg import _C
+small = torch.randn(8, 8, device="openreg")
+by = {}
+for followed in (False, True):
+    _C._set_tuned_routes_followed(followed)
+    openreg.reset_stats()
+    torch.relu(small)
+    by[str(followed)] = openreg.stats()["aten::relu"]
+print(json.dumps(by))
+"""
+
+
+def test_the_table_can_be_set_aside_in_process_for_a_comparison(openreg, run_python, tmp_path):
+    # bench/tuned_ab.py compares the table with the chain's order in one process.
+    path = tmp_path / "routes.json"
+    path.write_text(json.dumps(_table(openreg, {"aten::relu|float32": ["eigen", "", "", ""]})))
+    proc = run_python(FOLLOW_CHECK, env_extra={"OPENREG_ENGINE": None, "OPENREG_ROUTES": str(path)})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"False": {"onednn": 1}, "True": {"eigen": 1}}, out
+
+
+PIN_CHECK = r"""
+import json, torch, openreg
+from openreg import _C
+x = torch.randn(8, 8, device="openreg")
+ops = {"aten::relu": torch.relu, "aten::neg": torch.neg, "aten::exp": torch.exp, "aten::sqrt": torch.sqrt,
+       "aten::sigmoid": torch.sigmoid, "aten::tanh": torch.tanh}
+def served(pin=None):
+    if pin:
+        _C._pin_engine(*pin)
+    openreg.reset_stats()
+    for fn in ops.values():
+        fn(x)
+    stats = openreg.stats()
+    _C._pin_engine("")
+    return {op: sorted(stats[op]) for op in ops}
+out = {"none": served(), "all": served(("eigen",)),
+       "groups": [served(("eigen", g, 2)) for g in range(2)]}
+try:
+    _C._pin_engine("no_such_engine")
+except RuntimeError as exc:
+    out["error"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+def test_tuning_pins_an_engine_for_one_group_of_routes_at_a_time(openreg, run_python):
+    proc = run_python(PIN_CHECK, env_extra={"OPENREG_ENGINE": "onednn,eigen,aten_ref", "OPENREG_ROUTES": "off"})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    ops = list(out["none"])
+    assert all(out["none"][op] == ["onednn"] for op in ops), out["none"]
+    assert all(out["all"][op] == ["eigen"] for op in ops), out["all"]
+    # Two groups: each op's route is pinned in exactly one of them, onednn's in the other.
+    for op in ops:
+        assert sorted(g[op][0] for g in out["groups"]) == ["eigen", "onednn"], (op, out["groups"])
+    assert "no engine 'no_such_engine' in the chain (onednn, eigen, aten_ref)" in out["error"], out["error"]
+
+
 def test_an_explicit_engine_ignores_the_table(openreg, run_python, tmp_path):
     path = tmp_path / "routes.json"
     path.write_text(json.dumps(_table(openreg, {"aten::relu|float32": ["eigen", "eigen", "eigen", "eigen"]})))

@@ -158,13 +158,17 @@ Route* whole_layer_route(const char* op, const Tensor& input) {
   return r->candidates.empty() ? nullptr : r;
 }
 
-// The engines a call is offered to, in order, as route_call offers it: a tuned
-// route tries the preferred engine of the call's thread setting, shape or size class first.
+// The engines a call is offered to, in order, as route_call offers it: the pinned
+// engine first, else a tuned route's preferred engine of the call's thread setting,
+// shape or size class.
 std::vector<const Engine*> offer_order(const Route& r, const Tensor& routed_by) {
   std::vector<const Engine*> order;
-  const int first = r.tuned ? r.first_candidate(thread_setting(at::get_num_threads()), size_class(routed_by.numel()),
-                                                shape_key(routed_by.sizes().data(), routed_by.dim()))
-                            : -1;
+  const Engine* pinned = pinned_engine(r);
+  const int first = pinned              ? r.candidate_of(pinned)
+                    : r.follows_table() ? r.first_candidate(thread_setting(at::get_num_threads()),
+                                                            size_class(routed_by.numel()),
+                                                            shape_key(routed_by.sizes().data(), routed_by.dim()))
+                                        : -1;
   if (first >= 0) order.push_back(r.candidates[static_cast<size_t>(first)].engine);
   for (size_t i = 0; i < r.candidates.size(); ++i)
     if (static_cast<int>(i) != first) order.push_back(r.candidates[i].engine);

@@ -247,17 +247,21 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // Each engine either runs the call or declines it (UNSUPPORTED, nothing written).
   // In the chain's order, except that a tuned route tries first the fastest engine
-  // of the call's shape or size class at the calling thread count; route timing
+  // of the call's shape or size class at the calling thread count (a pinned engine,
+  // while tuning, goes first instead); route timing
   // (tuning) measures each engine call by the shape of the routed-by tensor.
   Offer offer{&plan, route, dtype, composite, route_timing_enabled(), 0, 0};
-  if (route->tuned || offer.timing) {
+  const Engine* pinned = pinned_engine(*route);
+  const bool tuned = !pinned && route->follows_table();
+  if (tuned || offer.timing) {
     offer.shape = shape_key(sizes.data(), sizes.size());
     if (offer.timing) route->note_shape(offer.shape, sizes.data(), sizes.size());
-    if (route->tuned) {
+    if (tuned) {
       offer.first = route->first_candidate(thread_setting(at::get_num_threads()),
                                            size_class(c10::multiply_integers(sizes)), offer.shape);
     }
   }
+  if (pinned) offer.first = std::max(0, route->candidate_of(pinned));
   std::string declined;
   if (queued) {
     // Asked here, run on the worker: the engine that says it supports the call gets it.

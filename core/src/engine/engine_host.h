@@ -227,6 +227,7 @@ struct Route {
   std::vector<Candidate> candidates;
   std::unique_ptr<std::atomic<uint64_t>[]> calls;  // per candidate
   std::atomic<uint64_t> reference_calls{0};        // calls run on the host's reference path
+  uint64_t key_hash = 0;                           // of "op|dtype": the route's pin group
   // From the tuned routing table, per thread setting: the candidate to try first per
   // size class (-1: the chain's order) and per single shape (few: a linear search);
   // tuned: the table moves some call away from candidate 0.
@@ -240,6 +241,10 @@ struct Route {
   };
   std::array<Preferences, kThreadSettings> preferred;
   bool tuned = false;
+  // The table moves some call of this route and is followed (tuned_routes_followed()).
+  bool follows_table() const;
+  // The candidate index of `engine`, -1 when it does not serve this route.
+  int candidate_of(const Engine* engine) const;
   // The candidate a call of this thread setting, size class and shape is offered to first.
   int first_candidate(int threads, int size_cls, uint64_t shape) const {
     const Preferences& p = preferred[static_cast<size_t>(threads)];
@@ -266,6 +271,22 @@ struct Route {
 // route's timed_* counters. `python -m openreg tune` turns it on.
 bool route_timing_enabled();
 void set_route_timing(bool on);
+
+// Whether tuned routes are followed (on by default). Off, every route offers its
+// calls in the chain's order, as if no table had been set: bench/tuned_ab.py turns
+// it off and on between rounds to compare the two in one process.
+bool tuned_routes_followed();
+void set_tuned_routes_followed(bool on);
+
+// The pinned engine (NULL by default): the routes of one pin group (a route's group:
+// a hash of its op and dtype, modulo `groups`; every route when groups is 1) offer
+// their calls to it first, ahead of the tuned table, then in the chain's order.
+// `python -m openreg tune` pins the engines group by group, step by step, to time
+// each engine's calls in one process while most other calls run where they would
+// anyway: an op costs more next to ops of another engine than among its own.
+void pin_engine(const Engine* engine, int group, int groups);
+// The engine pinned for this route's calls, or NULL.
+const Engine* pinned_engine(const Route& route);
 
 struct RouteTiming {
   std::string op, dtype, engine;

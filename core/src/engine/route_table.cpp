@@ -14,6 +14,7 @@ Route* RouteTable::find_or_add(std::string key, const std::string& op, openreg_d
   r->op = op;
   r->dtype = dtype;
   r->has_dtype = has_dtype;
+  r->key_hash = std::hash<std::string>{}(key);
   if (!reference) {
     for (Engine* e : registry_.chain()) {
       int32_t idx = e->find(op, dtype, has_dtype);
@@ -111,10 +112,36 @@ void RouteTable::reset_stats() {
 
 namespace {
 std::atomic<bool> g_route_timing{false};
+std::atomic<bool> g_tuned_routes_followed{true};
+std::atomic<const Engine*> g_pinned_engine{nullptr};
+std::atomic<int> g_pin_group{0}, g_pin_groups{1};
 }  // namespace
 
 bool route_timing_enabled() { return g_route_timing.load(std::memory_order_relaxed); }
 void set_route_timing(bool on) { g_route_timing.store(on, std::memory_order_relaxed); }
+bool tuned_routes_followed() { return g_tuned_routes_followed.load(std::memory_order_relaxed); }
+void set_tuned_routes_followed(bool on) { g_tuned_routes_followed.store(on, std::memory_order_relaxed); }
+bool Route::follows_table() const { return tuned && tuned_routes_followed(); }
+void pin_engine(const Engine* engine, int group, int groups) {
+  g_pinned_engine.store(nullptr, std::memory_order_relaxed);
+  g_pin_groups.store(std::max(1, groups), std::memory_order_relaxed);
+  g_pin_group.store(group, std::memory_order_relaxed);
+  g_pinned_engine.store(engine, std::memory_order_relaxed);
+}
+const Engine* pinned_engine(const Route& route) {
+  const Engine* e = g_pinned_engine.load(std::memory_order_relaxed);
+  if (!e) return nullptr;
+  const int groups = g_pin_groups.load(std::memory_order_relaxed);
+  return static_cast<int>(route.key_hash % static_cast<uint64_t>(groups)) == g_pin_group.load(std::memory_order_relaxed)
+             ? e
+             : nullptr;
+}
+
+int Route::candidate_of(const Engine* engine) const {
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (candidates[i].engine == engine) return static_cast<int>(i);
+  return -1;
+}
 
 void Route::note_shape(uint64_t shape, const int64_t* sizes, size_t ndim) {
   std::lock_guard<std::mutex> lock(timing_mutex);

@@ -10,7 +10,9 @@ class) (size class: elements of the tensor the call is routed by, cut at
 than the chain's first for one ``PIN_GROUPS``-th of the routes, in turn: every
 engine runs every route, next to ops that mostly run on the chain's first engine as
 they will once tuned (an op costs more among another engine's ops than among its
-own), and all engines meet the same spells of this shared machine.
+own), and all engines meet the same spells of this shared machine. A call's time is
+the median over the steps of its mean in each step (a step that ran a call at several
+times its cost, its thread descheduled, does not decide).
 For every (op, dtype, size class) measured on more than one
 engine, the fastest engine over the class's calls becomes the one the router
 tries first, if it beats the chain's own first choice by more than ``MARGIN``;
@@ -200,17 +202,37 @@ def _child(engines, models, steps, threads, out_path):
                     for engine in engines:  # warm-up: each engine's caches, first-touch memory
                         _C._pin_engine(engine)
                         fn().item()
-                    _C._reset_route_timings()  # only steady-state calls count ...
+                    per_step = {}  # (op, dtype, engine, sizes) -> [(ns a call, calls) per step]
                     for _ in range(steps):
                         for engine, group in pins:
                             _C._pin_engine(engine, group, PIN_GROUPS)
+                            _C._reset_route_timings()
                             fn().item()
-                    acc.extend({**timing, "threads": t} for timing in _C._route_timings())  # ... per model and mode
+                            for x in _C._route_timings():
+                                key = (x["op"], x["dtype"], x["engine"], tuple(x["sizes"]), x["size_class"])
+                                per_step.setdefault(key, []).append((x["ns"] / x["calls"], x["calls"]))
+                    acc.extend(_median_timings(per_step, t))  # per model and mode
     finally:
         _C._pin_engine("")
         _C._set_route_timing(False)
     with open(out_path, "w") as f:
         json.dump({"engines": engines, "timings": acc, "skipped": sorted(skipped)}, f)
+
+
+def _median_timings(per_step, threads):
+    """One timing per (op, dtype, engine, shape): the median over the steps of a call's
+    mean time in each step, times all the steps' calls. On this kind of shared machine
+    a step now and then runs a call at several times its usual cost (a thread
+    descheduled mid-call); a mean over a handful of steps let one such step decide."""
+    import statistics
+
+    out = []
+    for (op, dtype, engine, sizes, size_class), steps in per_step.items():
+        calls = sum(c for _, c in steps)
+        ns = statistics.median(per_call for per_call, _ in steps) * calls
+        out.append({"op": op, "dtype": dtype, "engine": engine, "sizes": list(sizes), "size_class": size_class,
+                    "calls": calls, "ns": ns, "threads": threads})
+    return out
 
 
 def _measure(engines, models, steps, threads):

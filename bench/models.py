@@ -8,18 +8,23 @@ engine, with 1 and 2 threads.
     python bench/models.py --quick                      # a smoke run: checks the script runs
 
 ratio = openreg time / torch CPU time: above 1.0x the device is SLOWER (as in
-bench/overhead.py). The engine is chosen when the device initialises, so each
-engine runs in child processes of its own (this script with --child), --passes
-of them, interleaved with the other engines' (the order flipped each pass), so
-that a slow spell of this shared machine does not land on one engine alone. In
-a child, for each thread count, each model is built twice from the same seed
-(on torch CPU and on the device); after warm-up steps, CPU and device rounds
-alternate (the order flips each round). Over every round of an engine's
-passes, a device step time is the median round; torch CPU's is the median of
-its rounds in every engine's processes, one figure per table row, and each
-ratio is device time over that figure. A round
-is --steps calls of the step, ended by reading the last result (``.item()``),
-so the figures stay right if ops become asynchronous.
+bench/overhead.py). Each side runs in child processes of its own (this script
+with --child): torch CPU in processes that never use the device, each engine
+(the engine is chosen when the device initialises) in processes of its own,
+--passes of each, interleaved (the order flipped each pass), so that a slow
+spell of this shared machine does not land on one side. In a child, for each
+thread count, each model is built from the same seed and timed in rounds after
+warm-up steps; a side's step time is the median round over all its processes,
+and each ratio is an engine's time over torch CPU's. A round is --steps calls
+of the step, ended by reading the last result (``.item()``), so the figures
+stay right if ops become asynchronous.
+
+Why torch CPU does not share the engines' processes: libgomp spins only briefly
+before sleeping once a process has more OpenMP threads than CPUs, and the
+device's worker thread runs a team of its own beside the main thread's. At 2
+threads on a 2-CPU machine, torch CPU's LSTM training step took 6.7-9.7 ms in a
+process of its own and 22-31 ms once the device had run in the process; side by
+side in one process, the 2-thread ratios flattered the device by 2-3x.
 
 This is a benchmark, not a test: it asserts nothing about the timings. Issue
 12's targets are printed beside the figures; --check exits 1 when one is missed.
@@ -44,6 +49,8 @@ from options import step_counts, thread_counts  # noqa: E402
 IN_TREE_ENGINES = ("onednn", "eigen", "aten_ref")
 # The default chain following this machine's tuned routing table (python -m openreg tune).
 TUNED = "tuned"
+# The label of torch CPU's own processes.
+CPU = "cpu"
 MODES = ("train", "infer")
 
 # Issue 12's targets: step time device/CPU, at most, on every model, mode and thread count.
@@ -57,52 +64,56 @@ def target_for(engine, model, mode):
 
 # ------------------------------------------------------------------ child: measure
 
-def measure(workload_cpu, workload_dev, mode, rounds, steps, warmup):
-    """Median seconds per step (cpu, device) of `mode`, alternating rounds."""
-    fns = {"cpu": getattr(workload_cpu, mode), "dev": getattr(workload_dev, mode)}
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-        fn().item()
-    times = {"cpu": [], "dev": []}
-    for r in range(rounds):
-        order = ("cpu", "dev") if r % 2 == 0 else ("dev", "cpu")
-        for side in order:
-            fn = fns[side]
-            start = time.perf_counter()
-            for _ in range(steps):
-                out = fn()
-            out.item()
-            times[side].append((time.perf_counter() - start) / steps)
+def measure(fn, rounds, steps, warmup):
+    """Seconds per step of each round of `fn` (a round: `steps` calls, then .item())."""
+    for _ in range(warmup):
+        fn()
+    fn().item()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(steps):
+            out = fn()
+        out.item()
+        times.append((time.perf_counter() - start) / steps)
     return times
 
 
 def child(args):
+    """One process's rounds: torch CPU's (--label cpu; the device is never used) or one
+    engine's (the chain OPENREG_ENGINE or the tuned default chain)."""
     import torch
-    import openreg
     import model_zoo
 
-    torch.ones(1, device="openreg")  # loads the chain
-    info = openreg.info()
-    engine = info["chain"][0]
-    out = {"engine": args.label or engine, "chain": info["chain"], "tuned_routes": info.get("tuned_routes"),
-           "version": next((e["version"] for e in info["engines"] if e["name"] == engine), "?"),
-           "threads": {}}
+    on_cpu = args.label == CPU
+    if on_cpu:
+        out = {"engine": CPU, "threads": {}}
+    else:
+        import openreg
+        torch.ones(1, device="openreg")  # loads the chain
+        info = openreg.info()
+        engine = info["chain"][0]
+        out = {"engine": args.label or engine, "chain": info["chain"], "tuned_routes": info.get("tuned_routes"),
+               "version": next((e["version"] for e in info["engines"] if e["name"] == engine), "?"),
+               "threads": {}}
     for threads in args.threads:
         torch.set_num_threads(threads)
         per_model = {}
         for name in args.models:
-            cpu, dev = model_zoo.build(name, "cpu"), model_zoo.build(name, "openreg")
+            w = model_zoo.build(name, "cpu" if on_cpu else "openreg")
             per_model[name] = {}
             for mode in args.modes:
+                if on_cpu:
+                    per_model[name][mode] = {"rounds": measure(getattr(w, mode), args.rounds, args.steps, args.warmup)}
+                    continue
                 openreg.reset_stats()
-                per_model[name][mode] = measure(cpu, dev, mode, args.rounds, args.steps, args.warmup)
+                per_model[name][mode] = {"rounds": measure(getattr(w, mode), args.rounds, args.steps, args.warmup)}
                 served = openreg.stats()
                 # Ops served by a later engine of the chain (for the tuned chain: by aten_ref).
                 later = {"aten_ref", "host_ref"} if args.label == TUNED else set(info["chain"][1:]) | {"host_ref"}
                 per_model[name][mode]["fallback_ops"] = sorted(
                     op for op, counts in served.items() if any(e in later for e in counts))
-            del cpu, dev
+            del w
         out["threads"][str(threads)] = per_model
     with open(args.child, "w") as f:
         json.dump(out, f)
@@ -141,6 +152,7 @@ def engines_to_run(arg):
 
 
 def run_child(engine, args):
+    """engine: an engine, TUNED, or CPU (torch CPU's rounds, in a process that never uses the device)."""
     from openreg import tuning
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "figures.json")
@@ -152,11 +164,14 @@ def run_child(engine, args):
             env = {k: v for k, v in os.environ.items() if k != "OPENREG_ENGINE"}
             env["OPENREG_ROUTES"] = tuning.table_path()
             argv += ["--label", TUNED]
+        elif engine == CPU:
+            env = dict(os.environ)
+            argv += ["--label", CPU]
         else:
             env = {**os.environ, "OPENREG_ENGINE": engine, "OPENREG_ROUTES": "off"}
         proc = subprocess.run(argv, env=env)
         if proc.returncode != 0:
-            fail(f"the run on engine {engine!r} failed (exit {proc.returncode})")
+            fail(f"the run on {'torch CPU' if engine == CPU else f'engine {engine!r}'} failed (exit {proc.returncode})")
         with open(path) as f:
             out = json.load(f)
         if engine == TUNED and not out.get("tuned_routes"):
@@ -166,35 +181,30 @@ def run_child(engine, args):
 
 
 def merge(passes):
-    """One engine's passes (child processes) as one result: every round of every pass."""
+    """One side's passes (child processes) as one result: every round of every pass."""
     out = passes[0]
     for extra in passes[1:]:
         for t, per_model in extra["threads"].items():
             for name, per_mode in per_model.items():
                 for mode, fig in per_mode.items():
                     into = out["threads"][t][name][mode]
-                    into["cpu"] += fig["cpu"]
-                    into["dev"] += fig["dev"]
-                    into["fallback_ops"] = sorted(set(into["fallback_ops"]) | set(fig["fallback_ops"]))
+                    into["rounds"] += fig["rounds"]
+                    if "fallback_ops" in fig:
+                        into["fallback_ops"] = sorted(set(into["fallback_ops"]) | set(fig["fallback_ops"]))
     return out
 
 
-def summarise(results):
-    """Step times: the median round of each side. torch CPU has one figure per row (model,
-    mode, thread count): the median of its rounds in every engine's processes, which all
-    ratios divide by. Its time moves from process to process on this shared machine
-    (ResNet-18's training step took 120 to 163 ms in consecutive processes), so a ratio
-    against each process's own CPU rounds carried that swing into the comparison of
-    engines; against one pooled reference, engines compare by their own times."""
+def summarise(cpu, results):
+    """Step times: the median round of each side over all its processes; torch CPU's is
+    one figure per row (model, mode, thread count), which every ratio divides by."""
     for t, per_model in results[0]["threads"].items():
         for name, per_mode in per_model.items():
             for mode in per_mode:
-                figs = [r["threads"][t][name][mode] for r in results]
-                cpu_ms = statistics.median([c for f in figs for c in f["cpu"]]) * 1e3
-                for fig in figs:
-                    fig["own_cpu_ms"] = statistics.median(fig["cpu"]) * 1e3
+                cpu_ms = statistics.median(cpu["threads"][t][name][mode]["rounds"]) * 1e3
+                for r in results:
+                    fig = r["threads"][t][name][mode]
                     fig["cpu_ms"] = cpu_ms
-                    fig["dev_ms"] = statistics.median(fig["dev"]) * 1e3
+                    fig["dev_ms"] = statistics.median(fig["rounds"]) * 1e3
                     fig["ratio"] = fig["dev_ms"] / cpu_ms
 
 
@@ -212,9 +222,9 @@ def report_lines(results, args, machine):
     import torch
     lines = ["# bench/models.py: real models, openreg device vs torch CPU", "",
              describe(machine) + "  ",
-             f"torch {torch.__version__}; {args.rounds} alternating rounds of {args.steps} steps per side in each "
-             f"of {args.passes} processes per engine (the engines' processes interleaved); step times: the median "
-             "round; torch CPU: the median of its rounds in every engine's processes  "]
+             f"torch {torch.__version__}; {args.rounds} rounds of {args.steps} steps in each of {args.passes} "
+             "processes per side (torch CPU's processes never use the device; all sides' processes interleaved); "
+             "step times: the median round over a side's processes  "]
     for r in results:
         lines.append(f"engine {r['engine']} {r['version']}: chain {' -> '.join(r['chain'])}  ")
     lines.append("ratio = openreg step time / torch CPU step time: below 1.0x the device is faster. "
@@ -352,12 +362,14 @@ def main(argv=None):
     engines = engines_to_run(args.engine)
     if not engines:
         fail("no engine built")
-    passes = {engine: [] for engine in engines}
-    for k in range(args.passes):  # the engines' processes interleaved, the order flipped each pass
-        for engine in engines if k % 2 == 0 else engines[::-1]:
-            passes[engine].append(run_child(engine, args))
+    sides = [CPU] + engines
+    passes = {side: [] for side in sides}
+    for k in range(args.passes):  # torch CPU's and the engines' processes interleaved, the order flipped each pass
+        for side in sides if k % 2 == 0 else sides[::-1]:
+            passes[side].append(run_child(side, args))
+    cpu = merge(passes[CPU])
     results = [merge(passes[engine]) for engine in engines]
-    summarise(results)
+    summarise(cpu, results)
     lines, missed = report_lines(results, args, machine)
     print("\n".join(lines))
     if missed:
@@ -369,7 +381,7 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump({"machine": machine, "torch": torch.__version__, "threads": args.threads,
                        "rounds": args.rounds, "passes": args.passes, "steps": args.steps, "ratio": "device / torch CPU",
-                       "targets": TARGETS, "missed": missed, "results": results}, f, indent=1)
+                       "targets": TARGETS, "missed": missed, "cpu": cpu, "results": results}, f, indent=1)
     if args.chart:
         draw_chart(results, args, machine, args.chart)
     return 1 if (args.check and missed) else 0

@@ -19,12 +19,13 @@ and each ratio is an engine's time over torch CPU's. A round is --steps calls
 of the step, ended by reading the last result (``.item()``), so the figures
 stay right if ops become asynchronous.
 
-Why torch CPU does not share the engines' processes: libgomp spins only briefly
-before sleeping once a process has more OpenMP threads than CPUs, and the
-device's worker thread runs a team of its own beside the main thread's. At 2
-threads on a 2-CPU machine, torch CPU's LSTM training step took 6.7-9.7 ms in a
-process of its own and 22-31 ms once the device had run in the process; side by
-side in one process, the 2-thread ratios flattered the device by 2-3x.
+Why torch CPU does not share the engines' processes: at 2 threads on a 2-CPU
+machine, torch CPU's LSTM training step took 6.7-9.7 ms in a process of its own
+and 22-31 ms once the device had run in the process (the likely cause: libgomp
+spins only briefly before sleeping once a process has more OpenMP threads than
+CPUs, and the device's worker thread runs a team of its own beside the main
+thread's); side by side in one process, the 2-thread ratios flattered the device
+by up to 2-3x.
 
 This is a benchmark, not a test: it asserts nothing about the timings. Issue
 12's targets are printed beside the figures; --check exits 1 when one is missed.

@@ -6,14 +6,15 @@
 bench/models.py runs each chain in processes of its own, and this machine's
 speed swings between processes; this script settles whether the table helps or
 hurts on a model. In one process of the default chain with this machine's table
-(`python -m openreg tune`), the rounds of torch CPU, of the table followed
-("tuned") and of the chain's order (the default engine first, "untuned": the
-table switched off with openreg._C._set_tuned_routes_followed) alternate, in an
-order that rotates every round. One device model serves both device sides, so
-they run the same tensors and the same engine-side caches.
+(`python -m openreg tune`), the rounds of the table followed ("tuned") and of
+the chain's order (the default engine first, "untuned": the table switched off
+with openreg._C._set_tuned_routes_followed) alternate, the order flipped every
+round. One model serves both sides, so they run the same tensors and the same
+engine-side caches. torch CPU is not measured here: it would share the process
+with the device, which slows both at 2 threads (see bench/models.py).
 
-Printed per model and mode: median step times, tuned/untuned (below 1.0 the
-table helps) and each against torch CPU. A benchmark: it asserts nothing.
+Printed per model and mode: median step times and tuned/untuned (below 1.0 the
+table helps). A benchmark: it asserts nothing.
 """
 
 import argparse
@@ -28,27 +29,23 @@ sys.path.insert(0, HERE)
 from machine import cpu_description, describe  # noqa: E402
 from options import step_counts, thread_counts  # noqa: E402
 
-SIDES = ("cpu", "tuned", "untuned")
+SIDES = ("tuned", "untuned")
 
 
-def measure(fn_cpu, fn_dev, rounds, steps, warmup, follow):
+def measure(fn, rounds, steps, warmup, follow):
     """Seconds per step of each side, per round."""
-    fns = {"cpu": fn_cpu, "tuned": fn_dev, "untuned": fn_dev}
     for side in SIDES:
-        follow(side != "untuned")
+        follow(side == "tuned")
         for _ in range(warmup):
-            fns[side]()
-        fns[side]().item()
+            fn()
+        fn().item()
     times = {side: [] for side in SIDES}
     for r in range(rounds):
-        order = SIDES[r % 3:] + SIDES[:r % 3]
-        if r % 2:
-            order = order[::-1]
-        for side in order:
-            follow(side != "untuned")
+        for side in SIDES if r % 2 == 0 else SIDES[::-1]:
+            follow(side == "tuned")
             start = time.perf_counter()
             for _ in range(steps):
-                out = fns[side]()
+                out = fn()
             out.item()
             times[side].append((time.perf_counter() - start) / steps)
     follow(True)
@@ -94,22 +91,19 @@ def main(argv=None):
     print(f"chain: {' -> '.join(info['chain'])}; table: {info['tuned_routes']}")
     print(f"rounds {args.rounds}, steps {args.steps}, warm-up {args.warmup}; medians in ms; "
           "tuned/untuned below 1.0: the table helps")
-    print(f"{'threads':>7}  {'model':<22} {'mode':<5} {'cpu':>8} {'tuned':>8} {'untuned':>8} "
-          f"{'tuned/untuned':>13} {'tuned/cpu':>9} {'untuned/cpu':>11}")
+    print(f"{'threads':>7}  {'model':<22} {'mode':<5} {'tuned':>8} {'untuned':>8} {'tuned/untuned':>13}")
     ratios = []
     for threads in args.threads:
         torch.set_num_threads(threads)
         for name in models:
-            cpu, dev = workloads.build(name, "cpu"), workloads.build(name, "openreg")
+            dev = workloads.build(name, "openreg")
             for mode in args.modes:
-                t = measure(getattr(cpu, mode), getattr(dev, mode), args.rounds, args.steps, args.warmup,
-                            _C._set_tuned_routes_followed)
+                t = measure(getattr(dev, mode), args.rounds, args.steps, args.warmup, _C._set_tuned_routes_followed)
                 med = {side: statistics.median(v) * 1e3 for side, v in t.items()}
                 ratios.append(med["tuned"] / med["untuned"])
-                print(f"{threads:>7}  {name:<22} {mode:<5} {med['cpu']:8.2f} {med['tuned']:8.2f} "
-                      f"{med['untuned']:8.2f} {ratios[-1]:12.2f}x {med['tuned'] / med['cpu']:8.2f}x "
-                      f"{med['untuned'] / med['cpu']:10.2f}x", flush=True)
-            del cpu, dev
+                print(f"{threads:>7}  {name:<22} {mode:<5} {med['tuned']:8.2f} {med['untuned']:8.2f} "
+                      f"{ratios[-1]:12.2f}x", flush=True)
+            del dev
     geo = statistics.geometric_mean(ratios)
     print(f"geomean tuned/untuned: {geo:.2f}x")
     return 0

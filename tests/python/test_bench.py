@@ -147,5 +147,5 @@ def test_tuned_ab_benchmark_smoke(run_command, repo_root, openreg, tmp_path):
     assert f"table: {table}" in out, out
     for threads in (1, 2):
         for mode in ("train", "infer"):
-            assert re.search(rf"^\s+{threads}  digits CNN\s+{mode}(\s+\d+\.\d+){{3}}(\s+\d+\.\d+x){{3}}$", out, re.M), out
+            assert re.search(rf"^\s+{threads}  digits CNN\s+{mode}(\s+\d+\.\d+){{2}}\s+\d+\.\d+x$", out, re.M), out
     assert re.search(r"^geomean tuned/untuned: \d+\.\d+x$", out.strip().splitlines()[-1]), out

@@ -26,6 +26,17 @@ def _table(openreg, routes, chain=("onednn", "eigen", "aten_ref"), shapes=None, 
             "engines": [tuning._fingerprint(e, found[e]) for e in chain]}
 
 
+def _run_with_table(run_python, tmp_path, table, script, engine=None):
+    """Writes `table`, runs `script` with OPENREG_ROUTES pointing at it (and
+    OPENREG_ENGINE=`engine`, None: the default chain); returns (the JSON of the
+    script's last line, the process)."""
+    path = tmp_path / "routes.json"
+    path.write_text(json.dumps(table))
+    proc = run_python(script, env_extra={"OPENREG_ENGINE": engine, "OPENREG_ROUTES": str(path)})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc
+
+
 def test_choose_keeps_the_chain_order_unless_another_engine_is_clearly_faster(openreg):
     from openreg.tuning import MARGIN, choose
 
@@ -124,12 +135,9 @@ print(json.dumps({"chain": info["chain"], "table": info["tuned_routes"], "small"
 
 
 def test_default_chain_follows_the_table_per_size_class(openreg, run_python, tmp_path):
-    path = tmp_path / "routes.json"
-    path.write_text(json.dumps(_table(openreg, {"aten::relu|float32": ["eigen", "", "", ""]})))
-    proc = run_python(ROUTER_CHECK, env_extra={"OPENREG_ENGINE": None, "OPENREG_ROUTES": str(path)})
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["chain"] == ["onednn", "eigen", "aten_ref"] and out["table"] == str(path)
+    table = _table(openreg, {"aten::relu|float32": ["eigen", "", "", ""]})
+    out, _ = _run_with_table(run_python, tmp_path, table, ROUTER_CHECK)
+    assert out["chain"] == ["onednn", "eigen", "aten_ref"] and out["table"] == str(tmp_path / "routes.json")
     assert out["small"] == {"eigen": 1}, out   # the table's choice for class 0
     assert out["large"] == {"onednn": 1}, out  # class 1: the chain's order
     assert out["ok"]
@@ -150,14 +158,10 @@ print(json.dumps(by))
 
 
 def test_the_router_follows_a_shapes_choice_and_the_calls_thread_setting(openreg, run_python, tmp_path):
-    path = tmp_path / "routes.json"
     table = _table(openreg, {"aten::relu|float32": ["", "", "", ""]},
                    shapes={"aten::relu|float32": [[[64, 16], "eigen"]]},  # one thread
                    more_threads=({"aten::relu|float32": ["aten_ref", "", "", ""]}, {}))
-    path.write_text(json.dumps(table))
-    proc = run_python(SHAPE_CHECK, env_extra={"OPENREG_ENGINE": None, "OPENREG_ROUTES": str(path)})
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out, _ = _run_with_table(run_python, tmp_path, table, SHAPE_CHECK)
     assert out == {"routed@1": {"eigen": 1}, "other@1": {"onednn": 1},
                    "routed@2": {"aten_ref": 1}, "other@2": {"aten_ref": 1}}, out
 
@@ -178,11 +182,8 @@ print(json.dumps(by))
 
 def test_the_table_can_be_set_aside_in_process_for_a_comparison(openreg, run_python, tmp_path):
     # bench/tuned_ab.py compares the table with the chain's order in one process.
-    path = tmp_path / "routes.json"
-    path.write_text(json.dumps(_table(openreg, {"aten::relu|float32": ["eigen", "", "", ""]})))
-    proc = run_python(FOLLOW_CHECK, env_extra={"OPENREG_ENGINE": None, "OPENREG_ROUTES": str(path)})
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    table = _table(openreg, {"aten::relu|float32": ["eigen", "", "", ""]})
+    out, _ = _run_with_table(run_python, tmp_path, table, FOLLOW_CHECK)
     assert out == {"False": {"onednn": 1}, "True": {"eigen": 1}}, out
 
 
@@ -225,11 +226,8 @@ def test_tuning_pins_an_engine_for_one_group_of_routes_at_a_time(openreg, run_py
 
 
 def test_an_explicit_engine_ignores_the_table(openreg, run_python, tmp_path):
-    path = tmp_path / "routes.json"
-    path.write_text(json.dumps(_table(openreg, {"aten::relu|float32": ["eigen", "eigen", "eigen", "eigen"]})))
-    proc = run_python(ROUTER_CHECK, env_extra={"OPENREG_ENGINE": "onednn", "OPENREG_ROUTES": str(path)})
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    table = _table(openreg, {"aten::relu|float32": ["eigen", "eigen", "eigen", "eigen"]})
+    out, _ = _run_with_table(run_python, tmp_path, table, ROUTER_CHECK, engine="onednn")
     assert out["chain"] == ["onednn", "aten_ref"] and out["table"] is None
     assert out["small"] == {"onednn": 1} and out["large"] == {"onednn": 1}
 
@@ -238,13 +236,10 @@ def test_an_explicit_engine_ignores_the_table(openreg, run_python, tmp_path):
 def test_the_environment_counts_when_the_device_is_first_used(openreg, run_python, tmp_path, setting):
     # A script that sets OPENREG_ENGINE (or turns the table off) after `import
     # openreg` but before using the device gets what it asked for.
-    path = tmp_path / "routes.json"
-    path.write_text(json.dumps(_table(openreg, {"aten::relu|float32": ["eigen", "eigen", "eigen", "eigen"]})))
     name, value = setting
     script = f"import os, openreg\nos.environ[{name!r}] = {value!r}\n" + ROUTER_CHECK
-    proc = run_python(script, env_extra={"OPENREG_ENGINE": None, "OPENREG_ROUTES": str(path)})
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out, _ = _run_with_table(run_python, tmp_path,
+                             _table(openreg, {"aten::relu|float32": ["eigen", "eigen", "eigen", "eigen"]}), script)
     assert out["table"] is None and out["small"] == {"onednn": 1}, out
     expected = ["onednn", "aten_ref"]
     assert out["chain"] == expected, out
@@ -253,11 +248,7 @@ def test_the_environment_counts_when_the_device_is_first_used(openreg, run_pytho
 def test_a_table_for_other_engine_builds_is_ignored_with_a_warning(openreg, run_python, tmp_path):
     table = _table(openreg, {"aten::relu|float32": ["eigen", "eigen", "eigen", "eigen"]})
     table["engines"][1]["mtime_ns"] += 1  # eigen rebuilt since
-    path = tmp_path / "routes.json"
-    path.write_text(json.dumps(table))
-    proc = run_python(ROUTER_CHECK, env_extra={"OPENREG_ENGINE": None, "OPENREG_ROUTES": str(path)})
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out, proc = _run_with_table(run_python, tmp_path, table, ROUTER_CHECK)
     assert out["table"] is None and out["chain"][0] == "onednn" and out["small"] == {"onednn": 1}
     assert "tuned routing table" in proc.stderr and "ignored" in proc.stderr and "eigen changed" in proc.stderr
 

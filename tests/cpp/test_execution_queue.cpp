@@ -523,6 +523,55 @@ TEST(ExecutionQueue, WorkerInitRunsOnTheWorkerBeforeTasks) {
   EXPECT_TRUE(after_restart);
 }
 
+// Counts the calls of the release hook, on host threads and on the worker.
+std::atomic<int> g_host_releases{0};
+std::atomic<int> g_worker_releases{0};
+std::atomic<ExecutionQueue*> g_releasing_queue{nullptr};
+void count_release() { (g_releasing_queue.load()->on_worker_thread() ? g_worker_releases : g_host_releases)++; }
+
+template <class P>
+bool becomes_true_within(P p, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!p()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+TEST(ExecutionQueue, HostsReleaseThreadsWhenTheyComeBackToTheQueueTheWorkerWhenIdle) {
+  ExecutionQueue q;
+  g_releasing_queue = &q;
+  g_host_releases = 0;
+  g_worker_releases = 0;
+  q.set_release_threads(count_release);
+  std::this_thread::sleep_for(10ms);  // this thread has been away from any queue
+  Latch gate;
+  q.enqueue(0, 0, [&] { gate.wait(); }, origin());
+  EXPECT_EQ(g_host_releases.load(), 1);
+  // Back-to-back calls do not release again (a few may, if this thread was descheduled).
+  for (int i = 0; i < 100; ++i) q.enqueue(0, 0, [] {}, origin());
+  EXPECT_LT(g_host_releases.load(), 5);
+  const int before_wait = g_host_releases.load();
+  std::thread waiter([&] { q.synchronize_all(); });  // a thread new to the queue waits
+  EXPECT_TRUE(becomes_true_within([&] { return g_host_releases.load() == before_wait + 1; }, 5000ms));
+  EXPECT_EQ(g_worker_releases.load(), 0);  // the worker is busy
+  gate.open();
+  waiter.join();
+  // Idle, the worker releases its threads once, then sleeps until the next task.
+  EXPECT_TRUE(becomes_true_within([] { return g_worker_releases.load() == 1; }, 5000ms));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(g_worker_releases.load(), 1);
+  // This thread comes back after a while: it releases again, and so does the worker.
+  const int before_return = g_host_releases.load();
+  q.enqueue(0, 0, [] {}, origin());
+  EXPECT_EQ(g_host_releases.load(), before_return + 1);
+  q.synchronize_all();
+  EXPECT_TRUE(becomes_true_within([] { return g_worker_releases.load() == 2; }, 5000ms));
+  q.stop();
+  g_releasing_queue = nullptr;
+}
+
 TEST(ExecutionQueue, ProcessQueueIsOneObject) {
   ExecutionQueue& q = execution_queue();
   EXPECT_EQ(&q, &execution_queue());

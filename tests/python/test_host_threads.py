@@ -50,3 +50,77 @@ def test_eigen_kernels_use_torchs_thread_count(run_python, threads):
     # A thread took part when it did at least a third of the busiest thread's work.
     busy = [g for g in grew if g >= grew[0] / 3]
     assert len(busy) == threads, f"{len(busy)} threads did the work at torch.set_num_threads({threads}): {grew[:4]}"
+
+
+TEAMS = """
+import json, os, time, torch, openreg
+torch.set_num_threads(2)
+
+def threads():
+    return len(os.listdir("/proc/self/task"))
+
+def settles_at(n):
+    # A released team's threads exit after the call that released them returns.
+    until = time.monotonic() + 5
+    while threads() != n and time.monotonic() < until:
+        time.sleep(0.001)
+    return threads()
+
+small = torch.ones(8, device="openreg")
+big = torch.rand(1 << 22, device="openreg")
+small.add(1).cpu()
+time.sleep(0.1)  # the worker, idle, released whatever team it had
+base = threads()
+cpu = torch.rand(1 << 22)
+cpu.exp()  # a torch CPU op on two threads: this thread now owns a team
+with_cpu_team = threads()
+small.add(1)  # enqueueing device work releases it
+after_enqueue = settles_at(base)
+for _ in range(50):
+    big.exp()  # on the worker's team of two, while this thread waits below
+with_worker_team = settles_at(base + 1)
+torch.openreg.synchronize()
+time.sleep(0.1)
+after_idle = settles_at(base)
+print(json.dumps([base, with_cpu_team, after_enqueue, with_worker_team, after_idle]))
+"""
+
+
+def test_a_threads_idle_openmp_team_is_released_for_the_other(run_python):
+    # libgomp's team threads spin between parallel regions only while the process holds
+    # no more of them than CPUs: the Python thread's team (from torch CPU ops) and the
+    # worker's would exceed that on a 2-core machine, and every device op at 2 threads
+    # then waited for a sleeping thread. Each side lets its idle team go.
+    proc = run_python(TEAMS, env_extra={"OPENREG_ENGINE": "eigen"})
+    assert proc.returncode == 0, proc.stderr
+    base, with_cpu_team, after_enqueue, with_worker_team, after_idle = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert with_cpu_team == base + 1, "the torch CPU op did not start a team of two"
+    assert after_enqueue == base, "enqueueing device work left the Python thread's team in place"
+    assert with_worker_team == base + 1, "the device op did not run on a team of two"
+    assert after_idle == base, "the idle worker kept its team"
+
+
+ALTERNATING = """
+import json, os, torch, openreg
+torch.set_num_threads(2)
+small = torch.ones(8, device="openreg")
+cpu = torch.rand(1 << 16)
+cpu.exp(); small.add(1)
+before = set(os.listdir("/proc/self/task"))
+for _ in range(100):
+    cpu.exp()  # this thread's own parallel region
+    small.add(1)  # right after it, a device op
+torch.openreg.synchronize()
+print(json.dumps(len(set(os.listdir("/proc/self/task")) - before)))
+"""
+
+
+def test_a_thread_alternating_cpu_and_device_ops_keeps_its_team(run_python):
+    # Releasing on every enqueue would start a new team (a new thread) for each CPU op:
+    # torch.compile's generated kernels run on the calling thread between device ops,
+    # and a compiled training step ran 2.5-4x slower that way.
+    proc = run_python(ALTERNATING, env_extra={"OPENREG_ENGINE": "eigen"})
+    assert proc.returncode == 0, proc.stderr
+    new_threads = json.loads(proc.stdout.strip().splitlines()[-1])
+    # One may appear if this thread was descheduled for milliseconds between two calls.
+    assert new_threads <= 3, f"{new_threads} new threads in 100 alternations"

@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include <dlfcn.h>
+#include <omp.h>
 #include <pthread.h>
 
 #include <cstdlib>
@@ -39,6 +40,15 @@ void aten_parallel_for(void*, int64_t begin, int64_t end, int64_t grain, openreg
 }
 
 int32_t aten_num_threads(void*) { return at::get_num_threads(); }
+
+}  // namespace
+
+// The calling thread's OpenMP team (torch's intra-op threads) is freed: its threads
+// exit, and the thread's next parallel region starts a new team. Nothing happens on
+// a thread without a team or inside a parallel region. When and why: execution_queue.cpp.
+void release_idle_intra_op_threads() { omp_pause_resource_all(omp_pause_soft); }
+
+namespace {
 
 // A tuned routing table handed over by `import openreg`, waiting for the
 // registry: OPENREG_ENGINE and OPENREG_ROUTES are read when the registry is

@@ -18,6 +18,25 @@ constexpr auto kSpin = std::chrono::microseconds(50);
 // host-freed blocks, still owed to queued work, can hold.
 constexpr size_t kMaxQueued = 4096;
 
+// Releasing intra-op threads (set_release_threads). libgomp lets a team's threads wait
+// for the team's next parallel region by spinning (~300,000 iterations) only while the
+// process holds no more team threads than CPUs; beyond that they spin ~100 iterations
+// and sleep, and every region pays wake-ups. The worker's team and a team the Python
+// thread kept from its own torch CPU ops push a 2-CPU machine over: a 262K-element
+// multiply at 2 threads went from 25 to 73-87 us once the Python thread had run one
+// CPU op. So each side lets its team go when it turns to the device or away from it:
+// - a host thread that enqueues or waits after kHostAway without doing either (it was
+//   doing something else, maybe CPU ops). Not on every call: a thread that alternates
+//   its own parallel regions with device ops (torch.compile's generated kernels) would
+//   start a new team for each region, which made a compiled training step 2.5-4x slower;
+// - the worker, once it has had no task for kIdleRelease, before it sleeps.
+// A new team costs tens of microseconds.
+constexpr auto kHostAway = std::chrono::milliseconds(2);
+constexpr auto kIdleRelease = std::chrono::milliseconds(5);
+
+// When this host thread last enqueued or waited (steady clock).
+thread_local std::chrono::steady_clock::time_point t_last_queue_use{};
+
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -38,6 +57,16 @@ ExecutionQueue::~ExecutionQueue() { stop(); }
 void ExecutionQueue::set_worker_init(std::function<void()> init) {
   std::lock_guard<std::mutex> lock(mutex_);
   worker_init_ = std::move(init);
+}
+
+void ExecutionQueue::set_release_threads(void (*release)()) { release_threads_.store(release); }
+
+void ExecutionQueue::host_uses_queue() {
+  auto release = release_threads_.load(std::memory_order_relaxed);
+  if (!release) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - t_last_queue_use >= kHostAway) release();
+  t_last_queue_use = now;
 }
 
 uint64_t ExecutionQueue::push(Task task) {
@@ -67,6 +96,7 @@ uint64_t ExecutionQueue::enqueue(int device, int64_t stream, RawWork work, TaskO
 }
 
 uint64_t ExecutionQueue::enqueue_task(Task task) {
+  host_uses_queue();
   if (tasks_size_.load(std::memory_order_relaxed) >= kMaxQueued) {
     std::unique_lock<std::mutex> lock(mutex_);
     const uint64_t target = next_seq_ - kMaxQueued / 2;
@@ -83,6 +113,7 @@ uint64_t ExecutionQueue::enqueue_task(Task task) {
 }
 
 void ExecutionQueue::record(const std::shared_ptr<QueueMarker>& marker, int device, int64_t stream) {
+  host_uses_queue();
   std::unique_lock<std::mutex> lock(mutex_);
   marker->device = device;
   marker->stream = stream;
@@ -106,9 +137,21 @@ void ExecutionQueue::worker_loop() {
         std::this_thread::yield();
       }
       lock.lock();
+      bool released = false;
       while (tasks_.empty() && !stopping_) {
         worker_sleeping_ = true;
-        work_cv_.wait(lock);
+        auto release = release_threads_.load(std::memory_order_relaxed);
+        if (released || !release) {
+          work_cv_.wait(lock);
+        } else if (work_cv_.wait_for(lock, kIdleRelease) == std::cv_status::timeout && tasks_.empty()) {
+          lock.unlock();
+          {
+            std::lock_guard<std::timed_mutex> running(task_mutex_);  // as a task: fork waits for it
+            release();
+          }
+          lock.lock();
+          released = true;
+        }
         worker_sleeping_ = false;
       }
       continue;
@@ -183,6 +226,7 @@ void ExecutionQueue::run_task(Task& task) {
 
 void ExecutionQueue::wait_for(uint64_t seq) {
   if (done(seq) || on_worker_thread()) return;  // the worker itself: all before it ran
+  host_uses_queue();
   const auto until = std::chrono::steady_clock::now() + kSpin;
   while (!done(seq) && std::chrono::steady_clock::now() < until) std::this_thread::yield();
   if (done(seq)) return;

@@ -76,6 +76,11 @@ class ExecutionQueue {
 
   // Run on the worker thread before each batch of tasks (torch: its thread count).
   void set_worker_init(std::function<void()> init);
+  // Releases the calling thread's intra-op threads (torch: its OpenMP team). Run on a
+  // host thread that enqueues or waits after a while without doing either, and on the
+  // worker once it has had no task for a while: threads parked in one thread's team
+  // cost the other's its spinning (when and why: execution_queue.cpp).
+  void set_release_threads(void (*release)());
 
   // Appends a task to `stream` of `device`; returns its sequence number (from 1).
   // While the device has a pending error, tasks of the stream that failed are skipped.
@@ -136,6 +141,7 @@ class ExecutionQueue {
   void worker_loop();
   void run_task(Task& task);
   void wait_for(uint64_t seq);
+  void host_uses_queue();  // on a host thread that enqueues or waits: maybe release
   void throw_error_locked(int device);  // device -1: the first pending
 
   mutable std::mutex mutex_;
@@ -155,6 +161,7 @@ class ExecutionQueue {
   std::thread worker_;
   std::atomic<std::thread::id> worker_id_{};
   std::function<void()> worker_init_;
+  std::atomic<void (*)()> release_threads_{nullptr};
 };
 
 // The process's queue (created on first use, stopped at exit).

@@ -48,6 +48,7 @@ void set_pending_tuned_routes(TunedRoutes tuned);
 
 // ---- streams, events, where device work runs (streams.cpp; the queue: execution_queue.h)
 bool launch_blocking();  // OPENREG_LAUNCH_BLOCKING=1: every op runs where it is called
+void release_idle_intra_op_threads();  // the calling thread's OpenMP team (device.cpp)
 c10::Stream current_stream(c10::DeviceIndex device);  // of this thread
 c10::Stream exchange_stream(const c10::Stream& stream);  // makes it current; returns the old one
 c10::Stream new_stream(c10::DeviceIndex device);

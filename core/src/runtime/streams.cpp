@@ -37,6 +37,7 @@ ExecutionQueue& queue() {
     // The worker runs kernels with ATen's intra-op pool: keep its thread count the one
     // torch.set_num_threads set last (a new thread starts from the default).
     q.set_worker_init([] { at::init_num_threads(); });
+    q.set_release_threads(release_idle_intra_op_threads);
     prepared.store(&q, std::memory_order_release);
   }
   return q;

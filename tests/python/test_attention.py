@@ -48,6 +48,11 @@ CASES = {
     "float mask [L, S]": dict(attn_mask=lambda L, S: torch.randn(L, S)),
     "scale 0.3": dict(scale=0.3),
     "float mask and scale": dict(attn_mask=lambda L, S: torch.randn(2, 4, L, S), scale=0.7),
+    # 4 query heads, 2 key/value heads (LLaMA's grouped-query attention)
+    "grouped heads": dict(enable_gqa=True, kv_heads=2),
+    "grouped heads, causal": dict(enable_gqa=True, kv_heads=2, is_causal=True),
+    "grouped heads, one key/value head, bool mask": dict(enable_gqa=True, kv_heads=1,
+                                                         attn_mask=lambda L, S: _bool_mask((2, 1, L, S))),
 }
 
 
@@ -55,6 +60,9 @@ def _run(openreg, name):
     kw = dict(CASES[name])
     L, S = (37, 23) if name == "causal, L > S" else (37, 37) if kw.get("is_causal") else (37, 29)
     q, k, v = _qkv(L=L, S=S)
+    if "kv_heads" in kw:
+        heads = kw.pop("kv_heads")
+        k, v = k[:, :heads].contiguous(), v[:, :heads].contiguous()
     if callable(kw.get("attn_mask")):
         kw["attn_mask"] = kw["attn_mask"](L, S)
     cpu = [t.clone().requires_grad_() for t in (q, k, v)]
@@ -115,6 +123,31 @@ def test_sdpa_forward_and_backward_match_cpu(openreg, assert_close_cpu, name):
         assert "aten::bmm" not in stats and "aten::_softmax" not in stats, stats
     else:
         assert FWD not in stats, stats
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_grouped_heads_take_the_fused_op_without_autograd(openreg, assert_close_cpu, mode):
+    q, k, v = _qkv()
+    k, v = k[:, :2].contiguous(), v[:, :2].contiguous()
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=False, enable_gqa=True)
+    openreg.reset_stats()
+    with getattr(torch, mode)():
+        got = F.scaled_dot_product_attention(*(t.to("openreg") for t in (q, k, v)), enable_gqa=True)
+    assert_close_cpu(got, want, atol=1e-5, rtol=1e-4)
+    stats = openreg.stats()
+    if _fused_chain(openreg):
+        assert sum(stats.get(FWD, {}).values()) == 1, stats
+        assert "aten::bmm" not in stats, stats
+
+
+def test_grouped_heads_that_do_not_divide_raise_as_on_cpu(openreg):
+    q, k, v = _qkv()
+    k, v = k[:, :3], v[:, :3]  # 4 query heads over 3 key/value heads
+    with pytest.raises(RuntimeError) as cpu_error:
+        F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    with pytest.raises(RuntimeError) as dev_error:
+        F.scaled_dot_product_attention(*(t.to("openreg") for t in (q, k, v)), enable_gqa=True)
+    assert str(dev_error.value).split("\n")[0] == str(cpu_error.value).split("\n")[0]
 
 
 def test_fully_masked_rows_give_zeros_as_cpu(openreg, assert_close_cpu):

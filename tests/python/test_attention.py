@@ -85,12 +85,16 @@ def test_fused_sdp_choice_is_overrideable(openreg):
     assert torch._fused_sdp_choice(q, k, v, is_causal=True) == want
     mask = torch.zeros(37, 29, device="openreg")
     assert torch._fused_sdp_choice(q, k, v, mask, scale=0.5) == want
+    # grouped-query attention: the engines take key/value heads that divide the query's
+    assert torch._fused_sdp_choice(q, k[:, :2], v[:, :2], enable_gqa=True) == want
 
 
 @pytest.mark.parametrize("why,call", [
     ("dropout", lambda q, k, v: torch._fused_sdp_choice(q, k, v, dropout_p=0.1)),
     ("3-d inputs", lambda q, k, v: torch._fused_sdp_choice(q[0], k[0], v[0])),
-    ("grouped heads", lambda q, k, v: torch._fused_sdp_choice(q, k[:, :2], v[:, :2], enable_gqa=True)),
+    ("grouped heads without enable_gqa", lambda q, k, v: torch._fused_sdp_choice(q, k[:, :2], v[:, :2])),
+    ("key and value heads that differ", lambda q, k, v: torch._fused_sdp_choice(
+        q, k[:, :2], v[:, :1], enable_gqa=True)),
     ("mask and is_causal", lambda q, k, v: torch._fused_sdp_choice(
         q, k, v, torch.zeros(37, 29, device="openreg"), is_causal=True)),
     ("integer mask dtype", lambda q, k, v: torch._fused_sdp_choice(

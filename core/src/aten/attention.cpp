@@ -19,7 +19,6 @@
 #include <ATen/Context.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/native/transformers/sdp_utils_cpp.h>
-#include <ATen/ops/scaled_dot_product_attention_native.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -57,8 +56,9 @@ bool is_float(at::ScalarType t) {
 }
 
 // The inputs the fused engine kernels take: dense 4-d query, key and value of one
-// floating dtype on this device, equal batch and heads (grouped-query attention gets
-// here with its key and value heads repeated, see below), a mask of bool or
+// floating dtype on this device, equal batch, equal heads or, with enable_gqa, key and
+// value heads that divide the query's (the engines' contract: query head h reads
+// key/value head h / group; transformers' LLaMA asks for it), a mask of bool or
 // the query's dtype that broadcasts to [batch, heads, L, S] and needs no gradient,
 // no dropout, not both a mask and is_causal.
 bool fused_inputs(const sdp::sdp_params& p) {
@@ -75,7 +75,7 @@ bool fused_inputs(const sdp::sdp_params& p) {
     if (p.is_causal) return false;
   }
   return sdp::check_tensor_shapes(p, false) && sdp::check_for_dropout(p, false) &&
-         sdp::check_batch_size_and_num_heads_dense</*supports_gqa=*/false>(p, false) &&
+         sdp::check_batch_size_and_num_heads_dense</*supports_gqa=*/true>(p, false) &&
          sdp::check_attn_mask_shape(p, false) && sdp::check_nonzero_sequence_lengths_dense(p, false) &&
          p.query.size(-1) == p.key.size(-1) && p.key.size(-2) == p.value.size(-2);
 }
@@ -97,37 +97,7 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
   return static_cast<int64_t>(sdp::SDPBackend::math);
 }
 
-// Grouped-query attention (enable_gqa, fewer key/value heads than query heads): the
-// engines' fused kernels take equal heads, so the key and value heads are repeated
-// first, as ATen's math path does for it (query head h reads key/value head
-// h / group), and their gradients sum back through the repeat. Then it is ATen's
-// own scaled_dot_product_attention, whose choice (above) may now be the fused op: a
-// LLaMA layer's attention was a dozen math-path ops (softmax, matmuls, where, the
-// repeat itself) instead of one call each way. Inputs that are not grouped heads, or
-// are malformed, go to ATen's function as they came (its errors are the user's).
-at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                                        const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
-                                        std::optional<double> scale, bool enable_gqa) {
-  const bool grouped = enable_gqa && query.dim() == 4 && key.dim() == 4 && value.dim() == 4 && !query.is_nested() &&
-                       !key.is_nested() && !value.is_nested() && key.size(-3) > 0 && key.size(-3) == value.size(-3) &&
-                       query.size(-3) % key.size(-3) == 0;
-  if (!grouped) {
-    return at::native::scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
-                                                    enable_gqa);
-  }
-  const int64_t group = query.size(-3) / key.size(-3);
-  const at::Tensor k = group == 1 ? key : key.repeat_interleave(group, -3);
-  const at::Tensor v = group == 1 ? value : value.repeat_interleave(group, -3);
-  return at::native::scaled_dot_product_attention(query, k, v, attn_mask, dropout_p, is_causal, scale,
-                                                  /*enable_gqa=*/false);
-}
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_fused_sdp_choice", fused_sdp_choice);
-  m.impl("scaled_dot_product_attention", scaled_dot_product_attention);
-}
-// Autograd's key too: with grad enabled, ATen's composite function would be taken there.
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("scaled_dot_product_attention", scaled_dot_product_attention); }
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("_fused_sdp_choice", fused_sdp_choice); }
 
 }  // namespace openreg
 

@@ -124,3 +124,42 @@ def test_a_thread_alternating_cpu_and_device_ops_keeps_its_team(run_python):
     new_threads = json.loads(proc.stdout.strip().splitlines()[-1])
     # One may appear if this thread was descheduled for milliseconds between two calls.
     assert new_threads <= 3, f"{new_threads} new threads in 100 alternations"
+
+
+DYNAMIC = """
+import json, os, threading, torch, openreg
+torch.set_num_threads(1)
+
+def cpu_ticks():
+    ticks = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            ticks[int(tid)] = int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return ticks
+
+x = torch.rand(1 << 23, device="openreg")
+keep = x > 0.5
+torch.masked_select(x, keep); torch.openreg.synchronize()
+me = threading.get_native_id()
+before = cpu_ticks()
+for _ in range(40):
+    torch.masked_select(x, keep)  # its output's size depends on the data
+after = cpu_ticks()
+grew = {tid: after[tid] - before.get(tid, 0) for tid in after}
+print(json.dumps([grew.get(me, 0), max(v for tid, v in grew.items() if tid != me)]))
+"""
+
+
+def test_an_op_sized_by_its_kernel_runs_on_the_worker(run_python):
+    # Such an op makes the caller wait (as CUDA's nonzero does); its kernel still runs
+    # on the worker, in the worker's OpenMP team: run on the calling thread, it started
+    # a second team, and two teams on two CPUs make each other's threads sleep.
+    proc = run_python(DYNAMIC, env_extra={"OPENREG_ENGINE": "aten_ref"})
+    assert proc.returncode == 0, proc.stderr
+    caller, busiest_other = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert busiest_other >= 20, f"the ops ran too briefly to tell ({busiest_other} ticks)"
+    assert caller < busiest_other / 3, f"the calling thread did the work: {caller} ticks against {busiest_other}"

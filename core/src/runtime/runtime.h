@@ -58,6 +58,10 @@ bool run_inline();
 // `what` (static storage) names it in the error it may raise.
 void enqueue_work(c10::DeviceIndex device, std::function<void()> work, const char* what);
 void enqueue_raw(c10::DeviceIndex device, RawWork work, const char* what);  // the same, allocation-free
+// Runs `work` on the worker after the current stream's queued work, with the calling
+// thread's thread-local state (grad mode, inference mode, autocast, profiler), and waits
+// for it; what it throws is rethrown here. At once when run_inline().
+void run_on_worker(c10::DeviceIndex device, const std::function<void()>& work, const char* what);
 bool query_stream(const c10::Stream& stream);
 // Wait for queued work, then raise its pending error as a RuntimeError (c10::Error).
 void synchronize_stream(const c10::Stream& stream);

@@ -7,12 +7,15 @@
 #include "../aten/engine_error.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
 #include <c10/util/Exception.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
+#include <optional>
 
 namespace openreg {
 
@@ -122,6 +125,33 @@ void enqueue_raw(c10::DeviceIndex device, RawWork work, const char* what) {
   TaskOrigin origin{what};
   if (CallerLocationFn fn = g_caller_location.load(std::memory_order_relaxed)) fn(&origin.file, &origin.line);
   queue().enqueue(device, t_current_stream[device], work, origin);
+}
+
+void run_on_worker(c10::DeviceIndex device, const std::function<void()>& work, const char* what) {
+  if (run_inline()) {
+    work();
+    return;
+  }
+  const at::ThreadLocalState state;
+  std::exception_ptr error;
+  std::optional<TaskError> engine_error;  // raised here as its status's class, as inline
+  const c10::StreamId stream = t_current_stream[device];
+  queue().enqueue(
+      device, stream,
+      [&] {
+        at::ThreadLocalStateGuard guard(state);
+        try {
+          work();
+        } catch (const TaskError& e) {
+          engine_error.emplace(e);
+        } catch (...) {
+          error = std::current_exception();
+        }
+      },
+      TaskOrigin{what});
+  rethrowing([&] { queue().synchronize_stream(device, stream); });
+  if (error) std::rethrow_exception(error);
+  if (engine_error) raise_for_status(static_cast<openreg_status>(engine_error->kind), engine_error->what());
 }
 
 bool query_stream(const c10::Stream& stream) { return queue().query_stream(stream.device_index(), stream.id()); }

@@ -21,11 +21,11 @@ stay right if ops become asynchronous.
 
 Why torch CPU does not share the engines' processes: at 2 threads on a 2-CPU
 machine, torch CPU's LSTM training step took 6.7-9.7 ms in a process of its own
-and 22-31 ms once the device had run in the process (the likely cause: libgomp
-spins only briefly before sleeping once a process has more OpenMP threads than
-CPUs, and the device's worker thread runs a team of its own beside the main
-thread's); side by side in one process, the 2-thread ratios flattered the device
-by up to 2-3x.
+and 22-31 ms once the device had run in the process. The cause was libgomp
+spinning only ~100 iterations once a process holds more OpenMP team threads than
+CPUs (the worker's team beside the Python thread's); openreg now releases an idle
+team (docs/design.md, "The host's threads"), which brought that step to 8.9 ms
+against 7.0 alone, but a process of its own still leaves nothing to chance.
 
 This is a benchmark, not a test: it asserts nothing about the timings. Issue
 12's targets are printed beside the figures; --check exits 1 when one is missed.

@@ -15,9 +15,9 @@ from queued_work import launch_blocking
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task")
 
-CODE = """
-import json, os, torch, openreg
-torch.set_num_threads(THREADS)
+# The CPU time of each thread of the process, by thread id (from /proc/self/task).
+CPU_TICKS = """
+import json, os, threading, torch, openreg
 
 def cpu_ticks():
     ticks = {}
@@ -25,11 +25,14 @@ def cpu_ticks():
         try:
             with open(f"/proc/self/task/{tid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            ticks[tid] = int(fields[11]) + int(fields[12])  # utime + stime
+            ticks[int(tid)] = int(fields[11]) + int(fields[12])  # utime + stime
         except OSError:
             pass
     return ticks
+"""
 
+CODE = CPU_TICKS + """
+torch.set_num_threads(THREADS)
 x = torch.rand(1 << 23, device="openreg")
 x.exp(); torch.openreg.synchronize()
 before = cpu_ticks()
@@ -129,21 +132,8 @@ def test_a_thread_alternating_cpu_and_device_ops_keeps_its_team(run_python):
     assert new_threads <= 3, f"{new_threads} new threads in 100 alternations"
 
 
-DYNAMIC = """
-import json, os, threading, torch, openreg
+DYNAMIC = CPU_TICKS + """
 torch.set_num_threads(1)
-
-def cpu_ticks():
-    ticks = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            ticks[int(tid)] = int(fields[11]) + int(fields[12])
-        except OSError:
-            pass
-    return ticks
-
 x = torch.rand(1 << 23, device="openreg")
 keep = x > 0.5
 torch.masked_select(x, keep); torch.openreg.synchronize()

@@ -207,9 +207,9 @@ def report_lines(result, args, machine):
         "",
         f"DDP step / single-process step: CPU tensors {step['cpu'] / step['single cpu']:.2f}x, "
         f"openreg {step['openreg'] / step['single openreg']:.2f}x",
-        f"agreement check: +{(small['openreg'] - small['openreg, no check']) * 1e3:.2f} ms per "
+        f"agreement check: {(small['openreg'] - small['openreg, no check']) * 1e3:+.2f} ms per "
         f"{SMALL_BYTES // 1024} KB all_reduce, "
-        f"+{(step['openreg'] - step['openreg, no check']) * 1e3:.2f} ms per DDP step "
+        f"{(step['openreg'] - step['openreg, no check']) * 1e3:+.2f} ms per DDP step "
         f"({(step['openreg'] / step['openreg, no check'] - 1) * 100:+.0f}%)",
     ]
     return lines

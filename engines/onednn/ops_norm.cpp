@@ -17,27 +17,36 @@ using Flags = dnnl::normalization_flags;
 memory::desc vec_md(int64_t n) { return memory::desc({n}, dt::f32, memory::dims{1}); }
 
 // Batch norm data descriptor: 2-d (N, C) inputs are seen as N x C x 1 x 1
-// (oneDNN's 2-d batch norm crashed in testing).
+// (oneDNN's 2-d batch norm crashed in testing) and 3-d (N, C, L) ones as
+// N x C x 1 x L (oneDNN 2.6 has JIT batch norm kernels for 4-d and 5-d data
+// only: 3-d ran its reference kernel).
+memory::dims bn_dims(const memory::dims& d) {
+  if (d.size() == 2) return {d[0], d[1], 1, 1};
+  if (d.size() == 3) return {d[0], d[1], 1, d[2]};
+  return d;
+}
 memory::desc bn_md(const sdk::Tensor& t) {
-  if (t.dim() != 2) return md_of(t);
-  return md_of(t, {t.size(0), t.size(1), 1, 1}, {t.stride(0), t.stride(1), 1, 1});
+  if (t.dim() == 2) return md_of(t, {t.size(0), t.size(1), 1, 1}, {t.stride(0), t.stride(1), 1, 1});
+  if (t.dim() == 3) return md_of(t, {t.size(0), t.size(1), 1, t.size(2)}, {t.stride(0), t.stride(1), 1, t.stride(2)});
+  return md_of(t);
 }
 // oneDNN 2.6's batch norm is JIT-compiled for channel-blocked layouts only; on
 // plain NCHW it runs a C++ kernel ~10x slower (64x16x8x8, one thread: forward
 // 93 us vs 9 us, backward 130 us vs 11 us; a reorder in or out costs ~5 us).
-// So the primitive works on nC[d][h]w16c copies.
+// So the primitive works on nC[d][h]w16c copies with AVX-512 and nC[d][h]w8c
+// below it: the AVX2 kernel blocks by 8 channels, and on 16c copies oneDNN ran
+// its reference kernel (bnorm_ref:any; 64x16x8x8 forward 2.9 ms instead of 50 us
+// with ONEDNN_MAX_CPU_ISA=AVX2).
 memory::desc bn_blocked(const memory::desc& plain) {
   const auto dims = plain.dims();
-  const memory::format_tag tag = dims.size() == 3   ? memory::format_tag::nCw16c
-                                 : dims.size() == 4 ? memory::format_tag::nChw16c
-                                                    : memory::format_tag::nCdhw16c;
-  return memory::desc(dims, plain.data_type(), tag);
+  using tag = memory::format_tag;
+  const bool by16 = cpu_caps().avx512_core;
+  const tag t = dims.size() == 4 ? (by16 ? tag::nChw16c : tag::nChw8c) : (by16 ? tag::nCdhw16c : tag::nCdhw8c);
+  return memory::desc(dims, plain.data_type(), t);
 }
 
 memory::desc bn_plain(const sdk::Tensor& t) {
-  memory::dims d = dims_of(t);
-  if (d.size() == 2) d = {d[0], d[1], 1, 1};
-  return plain_md(d, dnnl_dt(t.dtype(), "batch_norm"));
+  return plain_md(bn_dims(dims_of(t)), dnnl_dt(t.dtype(), "batch_norm"));
 }
 
 struct BnFwdEntry {
@@ -249,7 +258,7 @@ void batch_norm_backward(const sdk::Call& call) {
   View gv{nullptr, memory::desc()};
   if (has_zero_stride(g)) {  // e.g. the gradient of y.sum(): a dense copy, seen like bn_md
     gv = view_of(buf, g);
-    if (g.dim() == 2) gv.md = gv.md.reshape({g.size(0), g.size(1), 1, 1});
+    if (g.dim() < 4) gv.md = gv.md.reshape(bn_dims(gv.md.dims()));
   }
   execute(e->prim, e->pd,
           {{DNNL_ARG_SRC, stage_in(buf, bn_md(x), x.bytes(), dmd)},

@@ -406,6 +406,9 @@ def _batch_norm_cases(ctx):
         case("eval", (4, 3, 5, 7), False),
         case("no affine", (4, 3, 5, 7), True, affine=False),
         case("2-d input", (7, 3), True),
+        case("3-d input", (4, 3, 9), True),
+        case("3-d sliced input", (4, 3, 9), True, layout="sliced"),
+        case("5-d input", (2, 3, 2, 3, 4), True),
         case("channels-last input", (4, 3, 5, 7), True, layout="channels_last"),
     ]
 
@@ -428,5 +431,8 @@ def _batch_norm_backward_cases(ctx):
         case("eval", (4, 3, 5, 7), False),
         case("grad_input only", (4, 3, 5, 7), True, mask=(True, False, False)),
         case("2-d input", (7, 3), True),
+        case("3-d input", (4, 3, 9), True),
+        case("3-d transposed input", (4, 3, 9), True, layout="transposed"),
+        case("5-d input", (2, 3, 2, 3, 4), True),
         case("channels-last input", (4, 3, 5, 7), True, layout="channels_last"),
     ]

@@ -543,6 +543,9 @@ std::vector<Case> batch_norm(const Name& n, openreg_dtype d) {
       {"4x3x5x7 eval", {4, 3, 5, 7}, Layout::Contiguous, false, true, true},
       {"strided+offset 4x3x5x7 training", {4, 3, 5, 7}, Layout::Gapped, true, true, true},
       {"13x5 (1-d batch norm) training, no affine", {13, 5}, Layout::Contiguous, true, false, true},
+      {"4x3x9 (1-d batch norm over a sequence) training", {4, 3, 9}, Layout::Contiguous, true, true, true},
+      {"strided+offset 4x3x9 training", {4, 3, 9}, Layout::Gapped, true, true, true},
+      {"2x3x2x3x4 (3-d batch norm) training", {2, 3, 2, 3, 4}, Layout::Contiguous, true, true, true},
       {"32x16x15x15 training (parallel path)", {32, 16, 15, 15}, Layout::Contiguous, true, true, true},
   };
   for (const auto& s : shapes) {

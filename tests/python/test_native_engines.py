@@ -206,3 +206,33 @@ def test_onednn_engine_and_torch_onednn_share_a_process(run_python):
     # One OpenMP runtime in the process (torch's libgomp and Debian's share a soname).
     gomps = [p for p in r["libs"] if re.search(r"lib(g|i)omp[^/]*\.so", os.path.basename(p))]
     assert len(gomps) == 1, gomps
+
+
+# The digits CNN's training step, and batch norm over 3-d and 5-d inputs, with oneDNN
+# printing each primitive it runs (ONEDNN_VERBOSE=1 writes "onednn_verbose,exec,..."
+# lines to stdout).
+ONEDNN_KERNELS = r"""
+import torch, torch.nn as nn, openreg
+from openreg.workloads import build
+build("digits CNN", "openreg").train().item()
+for bn, shape in ((nn.BatchNorm1d(16), (8, 16, 10)), (nn.BatchNorm3d(16), (4, 16, 3, 4, 5))):
+    bn = bn.to("openreg")
+    bn(torch.randn(shape, device="openreg", requires_grad=True)).sum().backward()
+torch.accelerator.synchronize()
+"""
+
+
+@pytest.mark.parametrize("isa", [None, "AVX2"])
+def test_onednn_runs_jit_kernels_not_reference_ones(isa, run_python):
+    # oneDNN falls back to its C++ reference kernels when a layout does not suit the
+    # CPU's: batch norm on 16-channel blocks ran bnorm_ref (60x slower) on AVX2.
+    if not os.path.exists(_engine_path("onednn")):
+        pytest.skip("onednn engine not built")
+    env = {"OPENREG_ENGINE": "onednn", "OPENREG_ROUTES": "off", "ONEDNN_VERBOSE": "1", "ONEDNN_MAX_CPU_ISA": isa}
+    proc = run_python(ONEDNN_KERNELS, env_extra=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    runs = [line.split(",") for line in proc.stdout.splitlines() if line.startswith("onednn_verbose,exec,")]
+    kinds = {r[3] for r in runs}
+    assert {"convolution", "batch_normalization", "matmul"} <= kinds, kinds
+    slow = sorted({f"{r[3]} ({r[4]}, {r[5]})" for r in runs if "ref" in r[4]})
+    assert not slow, f"reference kernels ran with ONEDNN_MAX_CPU_ISA={isa}: {slow}"

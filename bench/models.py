@@ -14,8 +14,12 @@ with --child): torch CPU in processes that never use the device, each engine
 --passes of each, interleaved (the order flipped each pass), so that a slow
 spell of this shared machine does not land on one side. In a child, for each
 thread count, each model is built from the same seed and timed in rounds after
-warm-up steps; a side's step time is the median round over all its processes,
-and each ratio is an engine's time over torch CPU's. A round is --steps calls
+warm-up steps; a side's step time is the median round over all its processes.
+A ratio pairs each pass's engine process with that pass's torch CPU process (the
+two ran at most minutes apart) and takes the median over passes of their median
+rounds' quotient: this machine's speed drifts by up to 2x between passes, and a
+quotient of medians pooled over all passes let that drift decide rows (GPT-2
+inference at 2 threads: 1.14x pooled, passes 0.66-0.95x). A round is --steps calls
 of the step, ended by reading the last result (``.item()``), so the figures
 stay right if ops become asynchronous.
 
@@ -195,18 +199,29 @@ def merge(passes):
     return out
 
 
-def summarise(cpu, results):
-    """Step times: the median round of each side over all its processes; torch CPU's is
-    one figure per row (model, mode, thread count), which every ratio divides by."""
+def paired_ratio(dev_rounds, cpu_rounds, passes):
+    """The median over passes of (the engine's median round / torch CPU's median round)
+    in that pass. Each side's rounds are its passes' rounds, pass after pass."""
+    if len(dev_rounds) != len(cpu_rounds) or len(dev_rounds) % passes:
+        raise ValueError(f"{len(dev_rounds)} and {len(cpu_rounds)} rounds do not split into {passes} passes")
+    n = len(dev_rounds) // passes
+    return statistics.median(statistics.median(dev_rounds[k * n:(k + 1) * n]) /
+                             statistics.median(cpu_rounds[k * n:(k + 1) * n]) for k in range(passes))
+
+
+def summarise(cpu, results, passes):
+    """Step times: the median round of each side over all its processes (torch CPU's is
+    one figure per row: model, mode, thread count); ratios: paired pass by pass."""
     for t, per_model in results[0]["threads"].items():
         for name, per_mode in per_model.items():
             for mode in per_mode:
-                cpu_ms = statistics.median(cpu["threads"][t][name][mode]["rounds"]) * 1e3
+                cpu_rounds = cpu["threads"][t][name][mode]["rounds"]
+                cpu_ms = statistics.median(cpu_rounds) * 1e3
                 for r in results:
                     fig = r["threads"][t][name][mode]
                     fig["cpu_ms"] = cpu_ms
                     fig["dev_ms"] = statistics.median(fig["rounds"]) * 1e3
-                    fig["ratio"] = fig["dev_ms"] / cpu_ms
+                    fig["ratio"] = paired_ratio(fig["rounds"], cpu_rounds, passes)
 
 
 def geomean(values):
@@ -225,13 +240,14 @@ def report_lines(results, args, machine):
              describe(machine) + "  ",
              f"torch {torch.__version__}; {args.rounds} rounds of {args.steps} steps in each of {args.passes} "
              "processes per side (torch CPU's processes never use the device; all sides' processes interleaved); "
-             "step times: the median round over a side's processes  "]
+             "step times: the median round over a side's processes; ratios: the median over passes of "
+             "that pass's engine/CPU quotient of median rounds  "]
     for r in results:
         lines.append(f"engine {r['engine']} {r['version']}: chain {' -> '.join(r['chain'])}  ")
     lines.append("ratio = openreg step time / torch CPU step time: below 1.0x the device is faster. "
                  "Train: forward, backward and AdamW; infer: forward under no_grad, eval mode. "
                  "`*`: some ops of the step were served by a later engine of the chain. "
-                 "Each ratio is the engine's time over the row's torch CPU time.")
+                 "A ratio pairs each pass's processes, so it need not equal the quotient of the ms columns.")
     lines.append("")
     import model_zoo
     for name in args.models:
@@ -370,7 +386,7 @@ def main(argv=None):
             passes[side].append(run_child(side, args))
     cpu = merge(passes[CPU])
     results = [merge(passes[engine]) for engine in engines]
-    summarise(cpu, results)
+    summarise(cpu, results, args.passes)
     lines, missed = report_lines(results, args, machine)
     print("\n".join(lines))
     if missed:

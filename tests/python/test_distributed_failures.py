@@ -88,6 +88,11 @@ def _lost_rank(rank, failure):
     if failure == "exit_at_start":
         # The first collective of the openreg group: the check's side group is not made yet.
         sides = {"openreg": sides["openreg"], "cpu": None}
+        # new_group returns on a rank once its own connections are up; had rank 1 exited
+        # then, rank 0 could still be in its handshake ("Connection closed by peer" from
+        # new_group, CI once). The default group's barrier ends only when both ranks made
+        # every group; it is no collective of the openreg group.
+        dist.barrier()
 
     def all_reduce(side):
         device = "cpu" if side == "cpu" else "openreg"

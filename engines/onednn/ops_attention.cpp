@@ -168,53 +168,65 @@ void mask_scores(const Problem& p, int64_t b, int64_t h, int64_t r0, int64_t m, 
 
 // ---- row kernels. The library is built for baseline x86-64 (SSE2); these are also
 // compiled for AVX2 and AVX-512 and picked by the ISA oneDNN reports, as
-// loops.hpp's dense loops are. Reductions keep 16 lanes (a strict left-to-right
-// float sum does not vectorise).
+// loops.hpp's dense loops are. Reductions keep one vector of lanes (a strict
+// left-to-right float sum does not vectorise). Each build uses its own register
+// width (V: GCC's vector extension): a 16-float vector in the AVX2 build was
+// split through the stack, and the softmax rows took 3x their AVX-512 time.
+// The helpers below take and return vectors wider than the baseline ABI's; they are
+// always inlined into the per-ISA functions, so no call passes one (-Wpsabi).
+#pragma GCC diagnostic ignored "-Wpsabi"
 #define OPENREG_ALWAYS_INLINE __attribute__((always_inline)) inline
-// 16 floats as one value: a zmm register in the AVX-512 build, two ymm or four xmm
-// in the others (GCC's vector extension).
+typedef float V4 __attribute__((vector_size(16)));
+typedef float V8 __attribute__((vector_size(32)));
 typedef float V16 __attribute__((vector_size(64)));
-constexpr int kLanes = 16;
-OPENREG_ALWAYS_INLINE V16 load16(const float* p) {
-  V16 v;
+template <class V>
+constexpr int64_t kLanes = static_cast<int64_t>(sizeof(V) / sizeof(float));
+template <class V>
+OPENREG_ALWAYS_INLINE V loadv(const float* p) {
+  V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-OPENREG_ALWAYS_INLINE float lanes_sum(V16 v) {
+template <class V>
+OPENREG_ALWAYS_INLINE float lanes_sum(V v) {
   float s = 0.0f;
-  for (int l = 0; l < kLanes; ++l) s += v[l];
+  for (int64_t l = 0; l < kLanes<V>; ++l) s += v[l];
   return s;
 }
+template <class V>
 OPENREG_ALWAYS_INLINE float row_max(const float* x, int64_t n) {
-  V16 acc;
-  for (int l = 0; l < kLanes; ++l) acc[l] = kNegInf;
+  V acc;
+  for (int64_t l = 0; l < kLanes<V>; ++l) acc[l] = kNegInf;
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    const V16 v = load16(x + j);
+  for (; j + kLanes<V> <= n; j += kLanes<V>) {
+    const V v = loadv<V>(x + j);
     acc = v > acc ? v : acc;
   }
   float m = kNegInf;
-  for (int l = 0; l < kLanes; ++l) m = std::max(m, acc[l]);
+  for (int64_t l = 0; l < kLanes<V>; ++l) m = std::max(m, acc[l]);
   for (; j < n; ++j) m = std::max(m, x[j]);
   return m;
 }
+template <class V>
 OPENREG_ALWAYS_INLINE float row_sum(const float* x, int64_t n) {
-  V16 acc = {};
+  V acc = {};
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) acc += load16(x + j);
+  for (; j + kLanes<V> <= n; j += kLanes<V>) acc += loadv<V>(x + j);
   float s = lanes_sum(acc);
   for (; j < n; ++j) s += x[j];
   return s;
 }
 // x[j] = exp(x[j] - shift); returns the sum.
+template <class V>
 OPENREG_ALWAYS_INLINE float exp_shift_sum(float* x, int64_t n, float shift) {
   for (int64_t j = 0; j < n; ++j) x[j] = vmath::exp(x[j] - shift);
-  return row_sum(x, n);
+  return row_sum<V>(x, n);
 }
+template <class V>
 OPENREG_ALWAYS_INLINE float dot(const float* a, const float* b, int64_t n) {
-  V16 acc = {};
+  V acc = {};
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) acc += load16(a + j) * load16(b + j);
+  for (; j + kLanes<V> <= n; j += kLanes<V>) acc += loadv<V>(a + j) * loadv<V>(b + j);
   float s = lanes_sum(acc);
   for (; j < n; ++j) s += a[j] * b[j];
   return s;
@@ -223,14 +235,14 @@ OPENREG_ALWAYS_INLINE float dot(const float* a, const float* b, int64_t n) {
 // Per ISA: softmax of one masked score row in place, returning its logsumexp (a
 // row with every key masked gives, as the reference, weights 0 and +inf);
 // probabilities from a logsumexp; the score gradient p * (dp - rowsum(p * dp)).
-#define OPENREG_ATTENTION_ROWS(SUFFIX, ATTR)                                     \
+#define OPENREG_ATTENTION_ROWS(SUFFIX, ATTR, V)                                     \
   ATTR float softmax_row_##SUFFIX(float* row, int64_t n) {                       \
-    const float mx = row_max(row, n);                                            \
+    const float mx = row_max<V>(row, n);                                            \
     if (mx == kNegInf) {                                                         \
       for (int64_t j = 0; j < n; ++j) row[j] = 0.0f;                             \
       return std::numeric_limits<float>::infinity();                             \
     }                                                                            \
-    const float sum = exp_shift_sum(row, n, mx);                                 \
+    const float sum = exp_shift_sum<V>(row, n, mx);                                 \
     const float inv = 1.0f / sum;                                                \
     for (int64_t j = 0; j < n; ++j) row[j] *= inv;                               \
     return mx + std::log(sum);                                                   \
@@ -239,12 +251,12 @@ OPENREG_ALWAYS_INLINE float dot(const float* a, const float* b, int64_t n) {
     for (int64_t j = 0; j < n; ++j) row[j] = vmath::exp(row[j] - lse);           \
   }                                                                              \
   ATTR void dscore_row_##SUFFIX(const float* p, float* dp, int64_t n) {          \
-    const float d = dot(p, dp, n);                                               \
+    const float d = dot<V>(p, dp, n);                                               \
     for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - d);                  \
   }
-OPENREG_ATTENTION_ROWS(sse, )
-OPENREG_ATTENTION_ROWS(avx2, __attribute__((target("avx2,fma"))))
-OPENREG_ATTENTION_ROWS(avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))))
+OPENREG_ATTENTION_ROWS(sse, , V4)
+OPENREG_ATTENTION_ROWS(avx2, __attribute__((target("avx2,fma"))), V8)
+OPENREG_ATTENTION_ROWS(avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))), V16)
 #undef OPENREG_ATTENTION_ROWS
 
 float softmax_row(float* row, int64_t n) {

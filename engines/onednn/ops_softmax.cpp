@@ -44,13 +44,16 @@ struct BwdEntry {
 
 // Small float32 softmax over a contiguous last dim: an own loop, since at 32x128
 // the primitive's fixed cost dominates. Only in the AVX2 and AVX-512 builds of
-// loops.hpp's choice. Rows are done 16 floats at a time in GCC vector types
-// (one zmm, or two ymm), with a scalar tail.
+// loops.hpp's choice. Rows are done a register at a time in GCC vector types
+// (V, VI: 8 floats in the AVX2 build, 16 in the AVX-512 one), with a scalar tail:
+// a 16-float vector in the AVX2 build went through the stack (softmax of 64x1000
+// took 9x its AVX-512 time).
 namespace rows {
 
-typedef float V __attribute__((vector_size(64)));
-typedef int32_t VI __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16;
+typedef float V8 __attribute__((vector_size(32)));
+typedef int32_t VI8 __attribute__((vector_size(32)));
+typedef float V16 __attribute__((vector_size(64)));
+typedef int32_t VI16 __attribute__((vector_size(64)));
 
 // exp(x) for x <= 0 (x - the row's maximum), NaN kept: Cephes' expf (range
 // reduction by ln 2 in two parts, degree-6 polynomial, about 1 ulp), 0 below
@@ -67,7 +70,7 @@ constexpr int64_t kLanes = 16;
   p = p * r + 5.0000001201e-1f;                                         \
   p = p * r * r + r + 1.0f;
 
-#define OPENREG_ONEDNN_SOFTMAX_ROWS(NAME, ATTR)                                          \
+#define OPENREG_ONEDNN_SOFTMAX_ROWS(NAME, ATTR, V, VI)                                   \
   ATTR inline float NAME##_exp1(float x) {                                              \
     OPENREG_ONEDNN_EXP_BODY(float, int32_t)                                             \
     const int32_t bits = (static_cast<int32_t>(n) + 127) << 23; /* 2^n */              \
@@ -75,7 +78,7 @@ constexpr int64_t kLanes = 16;
     std::memcpy(&scale, &bits, sizeof scale);                                           \
     return x < -87.33654f ? 0.0f : p * scale;                                           \
   }                                                                                     \
-  /* In place: a 64-byte vector passed by value would change the AVX2 ABI. */        \
+  /* In place: a vector passed by value would change the baseline ABI. */            \
   ATTR inline void NAME##_exp(V& v) {                                                   \
     const V x = v;                                                                      \
     OPENREG_ONEDNN_EXP_BODY(V, VI)                                                      \
@@ -84,6 +87,7 @@ constexpr int64_t kLanes = 16;
     v = x < -87.33654f ? zero : p * reinterpret_cast<const V&>(bits);                   \
   }                                                                                     \
   ATTR void NAME(const float* x, float* y, int64_t rows, int64_t n) {                  \
+    constexpr int64_t kLanes = sizeof(V) / sizeof(float);                              \
     const int64_t body = n - n % kLanes;                                                \
     for (int64_t row = 0; row < rows; ++row, x += n, y += n) {                          \
       V m = V{} - INFINITY;                                                             \
@@ -119,6 +123,7 @@ constexpr int64_t kLanes = 16;
   /* Backward: log: gx = g - exp(y) * sum(g); else gx = y * (g - sum(g * y)). */      \
   /* y = log_softmax <= 0 is exp's domain here; a NaN in y stays NaN. */              \
   ATTR void NAME##_backward(const float* g, const float* y, float* gx, int64_t rows, int64_t n, bool log) { \
+    constexpr int64_t kLanes = sizeof(V) / sizeof(float);                              \
     const int64_t body = n - n % kLanes;                                                \
     for (int64_t row = 0; row < rows; ++row, g += n, y += n, gx += n) {                 \
       V s = {};                                                                         \
@@ -147,8 +152,8 @@ constexpr int64_t kLanes = 16;
         gx[i] = log ? g[i] - NAME##_exp1(y[i]) * sum : y[i] * (g[i] - sum);             \
     }                                                                                   \
   }
-OPENREG_ONEDNN_SOFTMAX_ROWS(softmax_rows_avx2, __attribute__((target("avx2"))))
-OPENREG_ONEDNN_SOFTMAX_ROWS(softmax_rows_avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))))
+OPENREG_ONEDNN_SOFTMAX_ROWS(softmax_rows_avx2, __attribute__((target("avx2"))), V8, VI8)
+OPENREG_ONEDNN_SOFTMAX_ROWS(softmax_rows_avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))), V16, VI16)
 #undef OPENREG_ONEDNN_SOFTMAX_ROWS
 #undef OPENREG_ONEDNN_EXP_BODY
 

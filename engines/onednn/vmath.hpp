@@ -45,6 +45,21 @@ inline float exp(float x) {
   return x != x ? x : y;
 }
 
+// tanh: an odd polynomial below |x| = 0.625 (Cephes' tanhf, where 1 - 2 / (e^2x + 1)
+// would lose the small result to cancellation), 1 - 2 / (e^2|x| + 1) with x's sign
+// above (e^2|x| overflows to inf past |x| = 44, giving 1); NaN kept. Both computed,
+// one selected: branch-free, so the loops vectorise it.
+inline float tanh(float x) {
+  const float ax = std::fabs(x);
+  const float z = x * x;
+  // x * (1 + ...), not x + x * ...: tanh(-0) stays -0.
+  const float small = x * (1.0f + z * ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+                                       1.33314422036e-1f) * z - 3.33332819422e-1f));
+  const float large = 1.0f - 2.0f / (exp(2.0f * ax) + 1.0f);
+  const float signed_large = x < 0.0f ? -large : large;
+  return ax < 0.625f ? small : (x != x ? x : signed_large);
+}
+
 // sin and cos after Cephes' sinf/cosf: x reduced by multiples of pi/4 (pi/4 in
 // three parts, exact products up to |x| = kTrigMax), then the sine or cosine
 // polynomial on [-pi/4, pi/4], both computed and one selected (no branches).

@@ -129,6 +129,10 @@ def _unary_cases(ctx):
     cases = [Case(name, ctx.t(*shape, domain=dom, layout=layout)) for name, shape, layout in LAYOUT_CASES]
     if ctx.floating and dom == "any":
         cases.append(Case("exact values (0, -0, +-1, ...)", ctx.of(torch.tensor(_EXACT_VALUES, dtype=ctx.dtype))))
+    if ctx.base == "tanh" and ctx.dtype == torch.float32:  # kernels switch formula near |x| = 0.6 and saturate
+        sweep = torch.cat([torch.linspace(-20, 20, 161, dtype=torch.float64),
+                           torch.linspace(-0.7, 0.7, 113, dtype=torch.float64)]).to(ctx.dtype)
+        cases.append(Case("sweep of |x| up to 20", ctx.of(sweep)))
     if ctx.base in ("sin", "cos") and ctx.dtype == torch.float32:  # argument reduction far from 0
         big = torch.linspace(-1e5, 1e5, 77, dtype=torch.float64).to(ctx.dtype)
         cases.append(Case("large arguments (|x| up to 1e5)", ctx.of(big)))

@@ -151,12 +151,14 @@ int threads_for(double work, double grain);
 // elements (256 KB of float32, L2-resident): measured on the training step,
 // where 64K-element batch norm/pool/relu calls ran 4-8x faster on one thread
 // when the two cores were shared with another process.
-// A conv/matmul gets a second thread from 8 MFLOP (~80 us on one AVX-512
-// core): after a parallel region, libgomp's idle team thread spins for
+// A conv/matmul thread gets at least 8 MFLOP (~80 us on one AVX-512 core), so a
+// second thread comes from 16 MFLOP: after a parallel region, libgomp's idle team thread spins for
 // milliseconds, taking the core the Python thread enqueues from. One 9.4 MFLOP
 // convolution on two threads made the digits CNN's whole training step 1.6x
 // slower at torch.set_num_threads(2) (grain 4e6 vs 8e6, rounds alternating in
-// one process: 0.55-0.62x of the time with 8e6; other models 0.97-1.05x).
+// one process: 0.55-0.62x of the time with 8e6; other models 0.97-1.05x). A
+// matmul grain of 2e6 instead was neutral on the transformer models and LSTM at
+// 2 threads (0.97-1.02x of the step time, in one process).
 constexpr double kFlopGrain = 8e6;
 constexpr double kMemGrain = 65536;
 

@@ -9,7 +9,8 @@ hurts on a model. In one process of the default chain with this machine's table
 (`python -m openreg tune`), the rounds of the table followed ("tuned") and of
 the chain's order (the default engine first, "untuned": the table switched off
 with openreg._C._set_tuned_routes_followed) alternate, the order flipped every
-round. One model serves both sides, so they run the same tensors and the same
+round, each after a short sleep and an untimed step (openreg.tuning_check.compare,
+which `tune` checks its table with). One model serves both sides, so they run the same tensors and the same
 engine-side caches. torch CPU is not measured here: it would share the process
 with the device, which slows both at 2 threads (see bench/models.py).
 
@@ -21,36 +22,12 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from machine import cpu_description, describe  # noqa: E402
 from options import step_counts, thread_counts  # noqa: E402
-
-SIDES = ("tuned", "untuned")
-
-
-def measure(fn, rounds, steps, warmup, follow):
-    """Seconds per step of each side, per round."""
-    for side in SIDES:
-        follow(side == "tuned")
-        for _ in range(warmup):
-            fn()
-        fn().item()
-    times = {side: [] for side in SIDES}
-    for r in range(rounds):
-        for side in SIDES if r % 2 == 0 else SIDES[::-1]:
-            follow(side == "tuned")
-            start = time.perf_counter()
-            for _ in range(steps):
-                out = fn()
-            out.item()
-            times[side].append((time.perf_counter() - start) / steps)
-    follow(True)
-    return times
-
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -76,7 +53,7 @@ def main(argv=None):
         sys.exit("tuned_ab.py: the tuned table serves only the default chain: unset OPENREG_ENGINE")
     import torch
     import openreg
-    from openreg import _C, workloads
+    from openreg import _C, tuning_check, workloads
 
     torch.ones(1, device="openreg")  # loads the chain, with the table if there is one
     info = openreg.info()
@@ -98,7 +75,8 @@ def main(argv=None):
         for name in models:
             dev = workloads.build(name, "openreg")
             for mode in args.modes:
-                t = measure(getattr(dev, mode), args.rounds, args.steps, args.warmup, _C._set_tuned_routes_followed)
+                t = tuning_check.compare(getattr(dev, mode), args.rounds, args.steps, args.warmup,
+                                         _C._set_tuned_routes_followed)
                 med = {side: statistics.median(v) * 1e3 for side, v in t.items()}
                 ratios.append(med["tuned"] / med["untuned"])
                 print(f"{threads:>7}  {name:<22} {mode:<5} {med['tuned']:8.2f} {med['untuned']:8.2f} "

@@ -30,6 +30,12 @@ one thread and with torch's default thread count; a call made with one thread
 (``torch.get_num_threads()``) follows the first set of choices, a call made
 with more the second.
 
+Last, the table is checked on whole steps (:mod:`openreg.tuning_check`): a call's
+own time misses what it costs the calls around it (threads it leaves spinning), so
+each workload runs with the table followed and set aside, alternating in one
+process, and a workload the table slows down by more than ``tuning_check.MARGIN``
+gets the routes it used back to the chain's order, at that thread count.
+
 The table is written per machine (``table_path()``: under ``$XDG_CACHE_HOME`` or
 ``~/.cache``, keyed by the CPU's model and vector features) and used by the
 default chain (``OPENREG_ENGINE`` unset or ``auto``), which then holds every
@@ -47,10 +53,13 @@ import datetime
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import warnings
+
+from . import tuning_check
 
 TABLE_VERSION = 2
 # The tuned chain's order, before aten_ref (the same as `auto`'s preference).
@@ -198,7 +207,8 @@ def _child(engines, models, steps, threads, out_path):
                 except ImportError as exc:
                     skipped.add(f"{name} ({exc})")
                     continue
-                for fn in (w.train, w.infer):
+                for mode in ("train", "infer"):
+                    fn = getattr(w, mode)
                     for engine in engines:  # warm-up: each engine's caches, first-touch memory
                         _C._pin_engine(engine)
                         fn().item()
@@ -211,7 +221,7 @@ def _child(engines, models, steps, threads, out_path):
                             for x in _C._route_timings():
                                 key = (x["op"], x["dtype"], x["engine"], tuple(x["sizes"]), x["size_class"])
                                 per_step.setdefault(key, []).append((x["ns"] / x["calls"], x["calls"]))
-                    acc.extend(_median_timings(per_step, t))  # per model and mode
+                    acc.extend(_median_timings(per_step, t, f"{name} {mode}"))
     finally:
         _C._pin_engine("")
         _C._set_route_timing(False)
@@ -219,9 +229,9 @@ def _child(engines, models, steps, threads, out_path):
         json.dump({"engines": engines, "timings": acc, "skipped": sorted(skipped)}, f)
 
 
-def _median_timings(per_step, threads):
-    """One timing per (op, dtype, engine, shape): the median over the steps of a call's
-    mean time in each step, times all the steps' calls. On this kind of shared machine
+def _median_timings(per_step, threads, workload):
+    """One timing per (op, dtype, engine, shape) of `workload` (model and mode): the
+    median over the steps of a call's mean time in each step, times all the steps' calls. On this kind of shared machine
     a step now and then runs a call at several times its usual cost (a thread
     descheduled mid-call); a mean over a handful of steps let one such step decide."""
     import statistics
@@ -231,7 +241,7 @@ def _median_timings(per_step, threads):
         calls = sum(c for _, c in steps)
         ns = statistics.median(per_call for per_call, _ in steps) * calls
         out.append({"op": op, "dtype": dtype, "engine": engine, "sizes": list(sizes), "size_class": size_class,
-                    "calls": calls, "ns": ns, "threads": threads})
+                    "calls": calls, "ns": ns, "threads": threads, "workload": workload})
     return out
 
 
@@ -407,8 +417,9 @@ def tune(models=None, steps=5, out=None, log=print, threads=None):
     }
     path = out or table_path()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(table, f, indent=1, sort_keys=True)
+    _write(table, path)
+    table["checked"] = _check_on_whole_steps(table, path, timings, threads, log)
+    _write(table, path)
     for t, c in choices.items():
         routes, shapes, means = c["routes"], c["shapes"], c["measured_us"]
         compared = sum(1 for per_class in means.values() for per_engine in per_class.values() if len(per_engine) > 1)
@@ -426,6 +437,33 @@ def tune(models=None, steps=5, out=None, log=print, threads=None):
     return table
 
 
+def _write(table, path):
+    with open(path, "w") as f:
+        json.dump(table, f, indent=1, sort_keys=True)
+
+
+def _check_on_whole_steps(table, path, timings, threads, log):
+    """tuning_check: every workload's step with the table at `path` followed and set
+    aside; a workload the table slows down gets its routes at that thread count back
+    to the chain's order (in table["choices"]). Returns what was measured."""
+    log("checking the table on whole steps (followed and set aside, alternating in one process) ...")
+    checked = tuning_check.measure(path, table["models"], threads)
+    for c in checked:
+        if c["ratio"] <= 1.0 + tuning_check.MARGIN:
+            continue
+        used = tuning_check.used_routes(timings, c["workload"], c["threads"])
+        dropped = tuning_check.drop_routes(table["choices"][str(c["threads"])], used)
+        c["dropped"] = dropped
+        log(f"  {c['workload']}, {c['threads']} thread(s): {c['tuned_ms']:.2f} ms a step on the table against "
+            f"{c['untuned_ms']:.2f} in the chain's order: its {len(dropped)} routes that left the chain's order "
+            "go back to it")
+    ratios = [c["ratio"] for c in checked]
+    if ratios:
+        log(f"  on the table before this check: {min(ratios):.2f}x-{max(ratios):.2f}x of the chain's order's step "
+            f"time (geomean {statistics.geometric_mean(ratios):.2f}x)")
+    return checked
+
+
 def main(argv):
     import argparse
 
@@ -441,6 +479,7 @@ def main(argv):
                         f"here {','.join(map(str, default_threads()))}); calls made with one thread follow the "
                         "choices for 1, calls made with more those for the largest count")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--check-child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     models = [m.strip() for m in args.models.split(",")] if args.models else None
@@ -457,6 +496,9 @@ def main(argv):
         p.error("--threads: thread counts must be >= 1")
     if args.child:
         _child(args.child.split(","), models, args.steps, threads, args.json)
+        return 0
+    if args.check_child:
+        tuning_check._child(models, threads, args.json)
         return 0
     try:
         tune(models, args.steps, args.output, threads=threads)

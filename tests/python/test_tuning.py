@@ -71,6 +71,35 @@ def test_choose_routes_a_forward_and_its_backward_together(openreg):
     assert choose(alone, order) == {}
 
 
+def test_the_check_on_whole_steps_puts_a_slowed_workloads_routes_back_in_the_chains_order(openreg):
+    """tune's last stage (tuning_check): where the table made a workload's step slower,
+    the routes that workload called at that thread count go back to the chain's order;
+    other workloads' routes, and its own at the other thread count, stay."""
+    from openreg.tuning_check import drop_routes, used_routes
+
+    def timing(workload, threads, op, size_class, sizes):
+        return {"workload": workload, "threads": threads, "op": op, "dtype": "float32", "size_class": size_class,
+                "sizes": sizes, "engine": "eigen", "ns": 1.0, "calls": 1}
+
+    timings = [timing("digits CNN train", 2, "aten::relu", 1, [64, 16, 8, 8]),
+               timing("digits CNN train", 2, "aten::native_batch_norm", 1, [64, 16, 8, 8]),
+               timing("digits CNN train", 1, "aten::mm", 0, [64, 10]),  # another thread count
+               timing("GPT-2 train", 2, "aten::relu", 2, [8, 64, 512])]
+    choices = {"routes": {"aten::relu|float32": ["", "eigen", "eigen", ""],
+                          "aten::mm|float32": ["eigen", "", "", ""]},
+               "shapes": {"aten::native_batch_norm|float32": [[[64, 16, 8, 8], "eigen"], [[8, 128, 8, 8], "eigen"]]}}
+    used = used_routes(timings, "digits CNN train", 2)
+    assert used == {"aten::relu|float32": ({1}, {"64x16x8x8"}),
+                    "aten::native_batch_norm|float32": ({1}, {"64x16x8x8"})}
+    dropped = drop_routes(choices, used)
+    assert sorted(dropped) == ["aten::native_batch_norm|float32 64x16x8x8", "aten::relu|float32 class 1"]
+    assert choices == {"routes": {"aten::relu|float32": ["", "", "eigen", ""], "aten::mm|float32": ["eigen", "", "", ""]},
+                       "shapes": {"aten::native_batch_norm|float32": [[[8, 128, 8, 8], "eigen"]]}}
+    # A key whose every choice goes back leaves the table.
+    assert drop_routes(choices, used_routes(timings, "GPT-2 train", 2)) == ["aten::relu|float32 class 2"]
+    assert "aten::relu|float32" not in choices["routes"]
+
+
 def test_choose_shapes_gives_a_shape_its_own_engine_only_when_clearly_faster(openreg):
     """A size class mixes shapes: [64, 16, 8, 8] and [8, 128, 8, 8] are both 65,536
     elements, and a batch norm over them favours different engines."""
@@ -268,6 +297,10 @@ def test_tune_measures_the_engines_and_writes_a_table_the_chain_loads(openreg, r
     assert table["chain"] == engines and [e["name"] for e in table["engines"]] == engines
     assert table["models"] == ["nn.TransformerEncoder", "digits CNN"]
     assert sorted(table["choices"]) == ["1", "2"]
+    # Checked on whole steps: every workload, mode and thread count, followed against set aside.
+    checked = {(c["workload"], c["threads"]) for c in table["checked"]}
+    assert checked == {(f"{m} {mode}", t) for m in table["models"] for mode in ("train", "infer") for t in (1, 2)}
+    assert all(c["tuned_ms"] > 0 and c["untuned_ms"] > 0 for c in table["checked"]), table["checked"]
     for choices in table["choices"].values():
         # Every engine was measured on the ops it serves: addmm (a linear layer's) on each.
         mm = choices["measured_us"]["aten::addmm|float32"]

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ops.h"
+#include "vec.hpp"
 #include "vmath.hpp"
 
 namespace onednn_engine {
@@ -168,25 +169,13 @@ void mask_scores(const Problem& p, int64_t b, int64_t h, int64_t r0, int64_t m, 
 
 // ---- row kernels. The library is built for baseline x86-64 (SSE2); these are also
 // compiled for AVX2 and AVX-512 and picked by the ISA oneDNN reports, as
-// loops.hpp's dense loops are. Reductions keep one vector of lanes (a strict
-// left-to-right float sum does not vectorise). Each build uses its own register
-// width (V: GCC's vector extension): a 16-float vector in the AVX2 build was
-// split through the stack, and the softmax rows took 3x their AVX-512 time.
-// The helpers below take and return vectors wider than the baseline ABI's; they are
-// always inlined into the per-ISA functions, so no call passes one (-Wpsabi).
-#pragma GCC diagnostic ignored "-Wpsabi"
-#define OPENREG_ALWAYS_INLINE __attribute__((always_inline)) inline
-typedef float V4 __attribute__((vector_size(16)));
-typedef float V8 __attribute__((vector_size(32)));
-typedef float V16 __attribute__((vector_size(64)));
-template <class V>
-constexpr int64_t kLanes = static_cast<int64_t>(sizeof(V) / sizeof(float));
-template <class V>
-OPENREG_ALWAYS_INLINE V loadv(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
+// loops.hpp's dense loops are, each build with its own register width (vec.hpp).
+// Reductions keep one vector of lanes (a strict left-to-right float sum does not
+// vectorise).
+using vec::V4;
+using vec::V8;
+using vec::V16;
+using vec::kLanes;
 template <class V>
 OPENREG_ALWAYS_INLINE float lanes_sum(V v) {
   float s = 0.0f;
@@ -199,7 +188,7 @@ OPENREG_ALWAYS_INLINE float row_max(const float* x, int64_t n) {
   for (int64_t l = 0; l < kLanes<V>; ++l) acc[l] = kNegInf;
   int64_t j = 0;
   for (; j + kLanes<V> <= n; j += kLanes<V>) {
-    const V v = loadv<V>(x + j);
+    const V v = vec::load<V>(x + j);
     acc = v > acc ? v : acc;
   }
   float m = kNegInf;
@@ -211,7 +200,7 @@ template <class V>
 OPENREG_ALWAYS_INLINE float row_sum(const float* x, int64_t n) {
   V acc = {};
   int64_t j = 0;
-  for (; j + kLanes<V> <= n; j += kLanes<V>) acc += loadv<V>(x + j);
+  for (; j + kLanes<V> <= n; j += kLanes<V>) acc += vec::load<V>(x + j);
   float s = lanes_sum(acc);
   for (; j < n; ++j) s += x[j];
   return s;
@@ -226,7 +215,7 @@ template <class V>
 OPENREG_ALWAYS_INLINE float dot(const float* a, const float* b, int64_t n) {
   V acc = {};
   int64_t j = 0;
-  for (; j + kLanes<V> <= n; j += kLanes<V>) acc += loadv<V>(a + j) * loadv<V>(b + j);
+  for (; j + kLanes<V> <= n; j += kLanes<V>) acc += vec::load<V>(a + j) * vec::load<V>(b + j);
   float s = lanes_sum(acc);
   for (; j < n; ++j) s += a[j] * b[j];
   return s;
@@ -255,8 +244,8 @@ OPENREG_ALWAYS_INLINE float dot(const float* a, const float* b, int64_t n) {
     for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - d);                  \
   }
 OPENREG_ATTENTION_ROWS(sse, , V4)
-OPENREG_ATTENTION_ROWS(avx2, __attribute__((target("avx2,fma"))), V8)
-OPENREG_ATTENTION_ROWS(avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))), V16)
+OPENREG_ATTENTION_ROWS(avx2, OPENREG_TARGET_AVX2, V8)
+OPENREG_ATTENTION_ROWS(avx512, OPENREG_TARGET_AVX512, V16)
 #undef OPENREG_ATTENTION_ROWS
 
 float softmax_row(float* row, int64_t n) {

@@ -1,6 +1,7 @@
 // aten::mkldnn_rnn_layer and aten::mkldnn_rnn_layer_backward for a float32 LSTM
 // layer: the whole layer in one engine call each way, on oneDNN's LSTM
-// primitives (the ones torch CPU's own kernels for these ops run). Core sends a
+// primitives (the ones torch CPU's own kernels for these ops run), or, for
+// inference with a small hidden size, the engine's own loop (lstm_inference.cpp). Core sends a
 // float32 LSTM layer here (core/src/aten/lstm_layer.cpp): train=False under
 // no_grad and inference mode, train=True then the backward in training, where
 // otherwise each time step would be two calls each way.
@@ -22,6 +23,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "lstm_inference.hpp"
 #include "ops.h"
 
 namespace onednn_engine {
@@ -175,6 +177,14 @@ void lstm_layer(const sdk::Call& call) {
                       ": the workspace output is ", ws.describe(), ", this engine's takes ", ws_bytes, " bytes");
   if (T == 0 || B == 0 || H == 0) return;
 
+  if (!train && lstm_inference_loop_serves(H)) {
+    Buffers b;
+    const LstmInferenceArgs args{T, B, I, H, l.reverse, x.data<float>(), w_ih.data<float>(), w_hh.data<float>(),
+                                 summed_bias(b, b_ih, b_hh, call.bool_arg(kHasBiases), H), hx.data<float>(),
+                                 cx.data<float>(), y.data<float>(), hy.data<float>(), cy.data<float>()};
+    lstm_inference_loop(args, b);
+    return;
+  }
   Threads threads(l.threads(1));
   std::shared_ptr<LstmEntry> e;
   if (!te) {

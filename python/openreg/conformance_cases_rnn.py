@@ -208,6 +208,13 @@ _LAYER_SHAPES = (
     ("6x5x9, hidden 7, has_biases=False", 6, _B, 9, _H, {"biases": False}),
     ("one step, batch of one", 1, 1, 9, 13, {}),
     ("20x64x32, hidden 40 (parallel path)", 20, 64, 32, 40, {}),
+    # Hidden sizes of whole vectors (16, 32, 64 floats), where an engine may run an
+    # inference loop of its own (onednn's lstm_inference.cpp), with batches that
+    # leave a remainder of rows, both directions, no biases, and one layer large
+    # enough for two threads.
+    ("7x5x9, hidden 16", 7, 5, 9, 16, {}),
+    ("5x3x6, hidden 32, reverse, has_biases=False", 5, 3, 6, 32, {"reverse": True, "biases": False}),
+    ("16x16x64, hidden 64 (two threads)", 16, 16, 64, 64, {}),
 )
 
 

@@ -14,7 +14,9 @@
 #  5. the device part of the pytest suite once more on every other engine (the
 #     default is the best built one: onednn, then eigen), aten_ref and the
 #     third-party engine included (pytest --engine); the model suite on every
-#     engine but the third-party one.
+#     engine but the third-party one; the files no engine takes part in (core's
+#     device module, allocator, fork and exit handling) are not rerun per engine;
+#  6. the device part once more with OPENREG_LAUNCH_BLOCKING=1 (every op inline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -71,10 +73,18 @@ RERUN_SKIP=(--ignore=tests/python/test_engine_sdk.py --ignore=tests/python/test_
             --ignore=tests/python/test_engine_authoring_doc.py --ignore=tests/python/test_native_engines.py
             --ignore=tests/python/test_bench.py --ignore=tests/python/test_crash.py
             --ignore=tests/python/test_tuning.py)
+# What no engine takes part in runs once (above) and with OPENREG_LAUNCH_BLOCKING=1
+# (below: the execution mode is part of it), not again per engine: the device module,
+# the caching allocator, device properties, fork and interpreter-exit handling, and
+# torch.distributed's failure handling are core's, whichever engine computes. They
+# are mostly child processes (about 95 s a pass), which kept CI over 30 minutes.
+CORE_ONLY=(--ignore=tests/python/test_device.py --ignore=tests/python/test_memory.py
+           --ignore=tests/python/test_device_properties.py --ignore=tests/python/test_fork.py
+           --ignore=tests/python/test_exit.py --ignore=tests/python/test_distributed_failures.py)
 DEFAULT_ENGINE=$("$PY" -c "import torch, openreg; torch.ones(1, device='openreg'); print(openreg.info()['chain'][0])")
 for engine in "${BUILT_ENGINES[@]}" aten_ref "$TP_ENGINE"; do
   [ "$engine" = "$DEFAULT_ENGINE" ] && continue  # the run above used it
-  skip=("${RERUN_SKIP[@]}")
+  skip=("${RERUN_SKIP[@]}" "${CORE_ONLY[@]}")
   # The example engine serves five ops: on the model suite it would only rerun aten_ref.
   [ "$engine" = "$TP_ENGINE" ] && skip+=(--ignore=tests/python/models)
   echo "== pytest again, on engine $engine (--engine)"

@@ -20,8 +20,9 @@ struct LstmInferenceArgs {
   float* cy;          // [B, H]
 };
 
-// Whether the loop serves layers of this hidden size on this CPU (else oneDNN's primitive).
-bool lstm_inference_loop_serves(int64_t hidden);
+// Whether the loop serves this layer (steps, batch, input and hidden size) on this
+// CPU and thread count (else oneDNN's primitive does).
+bool lstm_inference_loop_serves(int64_t steps, int64_t batch, int64_t input_size, int64_t hidden);
 
 // Runs the layer; scratch from `b`.
 void lstm_inference_loop(const LstmInferenceArgs& args, Buffers& b);

@@ -177,7 +177,7 @@ void lstm_layer(const sdk::Call& call) {
                       ": the workspace output is ", ws.describe(), ", this engine's takes ", ws_bytes, " bytes");
   if (T == 0 || B == 0 || H == 0) return;
 
-  if (!train && lstm_inference_loop_serves(H)) {
+  if (!train && lstm_inference_loop_serves(T, B, I, H)) {
     Buffers b;
     const LstmInferenceArgs args{T, B, I, H, l.reverse, x.data<float>(), w_ih.data<float>(), w_hh.data<float>(),
                                  summed_bias(b, b_ih, b_hh, call.bool_arg(kHasBiases), H), hx.data<float>(),

@@ -1134,12 +1134,12 @@ std::vector<Case> lstm_layer(const Name& n, openreg_dtype d) {
     add("6x5x9, hidden 7, has_biases=False", 6, 5, 9, 7, false, false, train);
     add("one step, batch of one", 1, 1, 9, 13, false, true, train);
     add("20x64x32, hidden 40 (parallel path)", 20, 64, 32, 40, false, true, train);
-    // Hidden sizes of whole vectors, where an engine may run a loop of its own
-    // (onednn's lstm_inference.cpp): remainders of rows, reverse without biases,
-    // a layer large enough for two threads.
-    add("7x5x9, hidden 16", 7, 5, 9, 16, false, true, train);
-    add("5x3x6, hidden 32, reverse, has_biases=False", 5, 3, 6, 32, true, false, train);
+    // Hidden sizes of whole vectors and layers large enough for two threads, where
+    // an engine may run a loop of its own (onednn's lstm_inference.cpp): remainders
+    // of rows, reverse without biases, unit blocks that do not split evenly.
     add("16x16x64, hidden 64 (two threads)", 16, 16, 64, 64, false, true, train);
+    add("24x13x64, hidden 64, reverse, has_biases=False (two threads)", 24, 13, 64, 64, true, false, train);
+    add("48x6x128, hidden 48 (two threads)", 48, 6, 128, 48, false, true, train);
   }
   return variant(n, "aten::mkldnn_rnn_layer", cases, 4);
 }

@@ -119,9 +119,6 @@ Kernel kernel() {
   }
 }
 
-}  // namespace
-
-namespace {
 // The threads the loop would run a layer on: by the layer's work, as oneDNN's
 // primitives get them (kFlopGrain), but one while a step is too small to pay for
 // its barrier, and no more than the blocks of units.
@@ -131,6 +128,7 @@ int loop_threads(int64_t T, int64_t B, int64_t I, int64_t H) {
   return static_cast<int>(
       std::min<int64_t>(H / kernel().lanes, threads_for(static_cast<double>(T) * step_flops, kFlopGrain)));
 }
+
 }  // namespace
 
 bool lstm_inference_loop_serves(int64_t T, int64_t B, int64_t I, int64_t H) {

@@ -1,8 +1,9 @@
 // aten::mkldnn_rnn_layer and aten::mkldnn_rnn_layer_backward for a float32 LSTM
 // layer: the whole layer in one engine call each way, on oneDNN's LSTM
 // primitives (the ones torch CPU's own kernels for these ops run), or, for
-// inference with a small hidden size, the engine's own loop (lstm_inference.cpp). Core sends a
-// float32 LSTM layer here (core/src/aten/lstm_layer.cpp): train=False under
+// inference of small layers on two threads or more, the engine's own loop
+// (lstm_inference.cpp). Core sends a float32 LSTM layer here
+// (core/src/aten/lstm_layer.cpp): train=False under
 // no_grad and inference mode, train=True then the backward in training, where
 // otherwise each time step would be two calls each way.
 //

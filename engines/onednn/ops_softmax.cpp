@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ops.h"
+#include "vec.hpp"
 
 namespace onednn_engine {
 
@@ -45,14 +46,14 @@ struct BwdEntry {
 // Small float32 softmax over a contiguous last dim: an own loop, since at 32x128
 // the primitive's fixed cost dominates. Only in the AVX2 and AVX-512 builds of
 // loops.hpp's choice. Rows are done a register at a time in GCC vector types
-// (V, VI: 8 floats in the AVX2 build, 16 in the AVX-512 one), with a scalar tail:
-// a 16-float vector in the AVX2 build went through the stack (softmax of 64x1000
-// took 9x its AVX-512 time).
+// (V, vec.hpp's, and VI: 8 lanes in the AVX2 build, 16 in the AVX-512 one), with a
+// scalar tail: a 16-float vector in the AVX2 build went through the stack (softmax
+// of 64x1000 took 9x its AVX-512 time).
 namespace rows {
 
-typedef float V8 __attribute__((vector_size(32)));
+using vec::V16;
+using vec::V8;
 typedef int32_t VI8 __attribute__((vector_size(32)));
-typedef float V16 __attribute__((vector_size(64)));
 typedef int32_t VI16 __attribute__((vector_size(64)));
 
 // exp(x) for x <= 0 (x - the row's maximum), NaN kept: Cephes' expf (range

@@ -1,8 +1,8 @@
 // aten::mkldnn_rnn_layer and aten::mkldnn_rnn_layer_backward for a float32 LSTM
 // layer: the whole layer in one engine call each way, on oneDNN's LSTM
 // primitives (the ones torch CPU's own kernels for these ops run), or, for
-// inference of small layers on two threads or more, the engine's own loop
-// (lstm_inference.cpp). Core sends a float32 LSTM layer here
+// small layers (inference on two threads or more, training on any), the engine's
+// own loop (lstm_loop.cpp). Core sends a float32 LSTM layer here
 // (core/src/aten/lstm_layer.cpp): train=False under
 // no_grad and inference mode, train=True then the backward in training, where
 // otherwise each time step would be two calls each way.
@@ -15,8 +15,9 @@
 // decline: the reference engine runs them.
 //
 // The workspace (train=True's fourth output, read by the backward) is this
-// engine's own: a header naming this engine and the layer's geometry, then
-// oneDNN's workspace for that geometry. The backward declines a workspace
+// engine's own: a header naming this engine, the path that made it (the loop or
+// the primitive) and the layer's geometry, then that path's record: the loop's
+// gates and cell states (LstmLoopRecord), or oneDNN's workspace. The backward declines a workspace
 // without that header (another engine's, CPU's): the engine that made it runs
 // it instead. The host sizes mkldnn_rnn_layer's outputs by the kernel (CPU's
 // workspace is not the Meta kernel's size): they are allocated here, the
@@ -24,7 +25,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "lstm_inference.hpp"
+#include "lstm_loop.hpp"
 #include "ops.h"
 
 namespace onednn_engine {
@@ -44,13 +45,22 @@ enum BackArg { kBOutput = 7, kBHy, kBCy, kBGradOutput, kBGradHy, kBGradCy, kBRev
                kBHasBiases, kBTrain, kBBidirectional, kBBatchSizes, kBBatchFirst, kBWorkspace };
 constexpr int64_t kLstmMode = 2;  // ATen's RNN mode numbering: LSTM
 
-// The start of this engine's workspace; oneDNN's follows, 64 bytes in.
+// The start of this engine's workspace; the path's record follows, 64 bytes in.
 struct WorkspaceHeader {
   char magic[24];
   int64_t t, b, i, h, reverse;
 };
-static_assert(sizeof(WorkspaceHeader) == 64, "oneDNN's part must start 64-byte aligned");
-constexpr char kWorkspaceMagic[24] = "openreg onednn LSTM v1";
+static_assert(sizeof(WorkspaceHeader) == 64, "the record must start 64-byte aligned");
+constexpr char kPrimitiveMagic[24] = "openreg onednn LSTM v1";  // oneDNN's workspace follows
+constexpr char kLoopMagic[24] = "openreg onednn LSTM lp1";    // LstmLoopRecord follows
+
+size_t loop_workspace_bytes(int64_t t, int64_t b, int64_t h) {
+  return sizeof(WorkspaceHeader) + static_cast<size_t>(LstmLoopRecord::floats(t, b, h)) * sizeof(float);
+}
+LstmLoopRecord loop_record(const sdk::Tensor& ws, int64_t t, int64_t b, int64_t h) {
+  return LstmLoopRecord::at(reinterpret_cast<float*>(static_cast<char*>(ws.bytes()) + sizeof(WorkspaceHeader)), t,
+                            b, h);
+}
 
 struct LstmEntry {
   dnnl::lstm_forward::primitive_desc pd;
@@ -165,8 +175,11 @@ void lstm_layer(const sdk::Call& call) {
   // reference engine takes both calls.
   OPENREG_SDK_REQUIRE(!train || (T > 0 && B > 0 && H > 0), name, ": empty training layers are not served");
   const Layer l(T, B, I, H, call.bool_arg(kReverse));
-  std::shared_ptr<LstmTrainEntry> te = train ? train_entry(l) : nullptr;
-  const size_t ws_bytes = te ? sizeof(WorkspaceHeader) + te->fwd_pd.workspace_desc().get_size() : 0;
+  const bool loop = lstm_loop_serves(T, B, I, H, train);
+  std::shared_ptr<LstmTrainEntry> te = train && !loop ? train_entry(l) : nullptr;
+  const size_t ws_bytes = !train ? 0
+                          : loop ? loop_workspace_bytes(T, B, H)
+                                 : sizeof(WorkspaceHeader) + te->fwd_pd.workspace_desc().get_size();
 
   openreg_tensor descs[4];
   const sdk::Tensor y = output(call, 0, {T, B, H}, &descs[0]), hy = output(call, 1, {B, H}, &descs[1]),
@@ -177,13 +190,22 @@ void lstm_layer(const sdk::Call& call) {
   OPENREG_SDK_REQUIRE(!train || (ws.numel() == static_cast<int64_t>(ws_bytes) && ws.is_contiguous()), name,
                       ": the workspace output is ", ws.describe(), ", this engine's takes ", ws_bytes, " bytes");
   if (T == 0 || B == 0 || H == 0) return;
+  auto write_header = [&](const char (&magic)[24]) {
+    WorkspaceHeader header{};
+    std::memcpy(header.magic, magic, sizeof header.magic);
+    header.t = T, header.b = B, header.i = I, header.h = H, header.reverse = l.reverse;
+    std::memcpy(ws.bytes(), &header, sizeof header);
+  };
 
-  if (!train && lstm_inference_loop_serves(T, B, I, H)) {
+  if (loop) {
     Buffers b;
-    const LstmInferenceArgs args{T, B, I, H, l.reverse, x.data<float>(), w_ih.data<float>(), w_hh.data<float>(),
-                                 summed_bias(b, b_ih, b_hh, call.bool_arg(kHasBiases), H), hx.data<float>(),
-                                 cx.data<float>(), y.data<float>(), hy.data<float>(), cy.data<float>()};
-    lstm_inference_loop(args, b);
+    const LstmLoopArgs args{T, B, I, H, l.reverse, x.data<float>(), w_ih.data<float>(), w_hh.data<float>(),
+                            summed_bias(b, b_ih, b_hh, call.bool_arg(kHasBiases), H), hx.data<float>(),
+                            cx.data<float>(), y.data<float>(), hy.data<float>(), cy.data<float>()};
+    if (!train) return lstm_loop_forward(args, nullptr, b);
+    write_header(kLoopMagic);
+    const LstmLoopRecord record = loop_record(ws, T, B, H);
+    lstm_loop_forward(args, &record, b);
     return;
   }
   Threads threads(l.threads(1));
@@ -214,10 +236,7 @@ void lstm_layer(const sdk::Call& call) {
             {DNNL_ARG_DST_ITER, memory(l.state, cpu(), hy.bytes())},
             {DNNL_ARG_DST_ITER_C, memory(l.state, cpu(), cy.bytes())}};
   if (te) {
-    WorkspaceHeader header{};
-    std::memcpy(header.magic, kWorkspaceMagic, sizeof header.magic);
-    header.t = T, header.b = B, header.i = I, header.h = H, header.reverse = l.reverse;
-    std::memcpy(ws.bytes(), &header, sizeof header);
+    write_header(kPrimitiveMagic);
     args.emplace(DNNL_ARG_WORKSPACE,
                  memory(pd.workspace_desc(), cpu(), static_cast<char*>(ws.bytes()) + sizeof(WorkspaceHeader)));
     execute(te->fwd, pd, args);
@@ -250,7 +269,8 @@ void lstm_layer_backward(const sdk::Call& call) {
   WorkspaceHeader header{};
   if (ws.is_contiguous() && ws.numel() >= static_cast<int64_t>(sizeof header))
     std::memcpy(&header, ws.bytes(), sizeof header);
-  OPENREG_SDK_REQUIRE(std::memcmp(header.magic, kWorkspaceMagic, sizeof header.magic) == 0 && header.t == T &&
+  const bool loop = std::memcmp(header.magic, kLoopMagic, sizeof header.magic) == 0;
+  OPENREG_SDK_REQUIRE((loop || std::memcmp(header.magic, kPrimitiveMagic, sizeof header.magic) == 0) && header.t == T &&
                           header.b == B && header.i == I && header.h == H && header.reverse == l.reverse,
                       name, ": the workspace ", ws.describe(), " was not made by this engine for this layer");
   OPENREG_SDK_CHECK(w_ih.dim() == 2 && w_ih.size(0) == 4 * H && w_ih.size(1) == I && w_hh.dim() == 2 &&
@@ -271,6 +291,20 @@ void lstm_layer_backward(const sdk::Call& call) {
     OPENREG_SDK_REQUIRE(t.is_contiguous(), name, ": contiguous operands only, got ", t.describe());
   for (const std::optional<sdk::Tensor>& g : {gy, ghy, gcy})
     OPENREG_SDK_REQUIRE(!g || g->is_contiguous(), name, ": contiguous gradients only, got ", g->describe());
+  if (loop) {
+    OPENREG_SDK_CHECK(ws.numel() == static_cast<int64_t>(loop_workspace_bytes(T, B, H)), name, ": the workspace ",
+                      ws.describe(), " is not this layer's size");
+    Buffers b;
+    const LstmLoopArgs args{T, B, I, H, l.reverse, x.data<float>(), w_ih.data<float>(), w_hh.data<float>(),
+                            nullptr, hx.data<float>(), cx.data<float>(), y.data<float>(),
+                            nullptr, nullptr};
+    const LstmLoopGrads grads{gy ? gy->data<float>() : nullptr, ghy ? ghy->data<float>() : nullptr,
+                              gcy ? gcy->data<float>() : nullptr, dx.data<float>(), dw_ih.data<float>(),
+                              dw_hh.data<float>(), db_ih.data<float>(), dhx.data<float>(), dcx.data<float>()};
+    lstm_loop_backward(args, loop_record(ws, T, B, H), grads, b);
+    std::memcpy(db_hh.bytes(), db_ih.bytes(), static_cast<size_t>(4 * H) * sizeof(float));
+    return;
+  }
   std::shared_ptr<LstmTrainEntry> te = train_entry(l);
   OPENREG_SDK_CHECK(ws.numel() == static_cast<int64_t>(sizeof header + te->fwd_pd.workspace_desc().get_size()),
                     name, ": the workspace ", ws.describe(), " is not this layer's size");

@@ -211,7 +211,7 @@ _LAYER_SHAPES = (
     ("one step, batch of one", 1, 1, 9, 13, {}),
     ("20x64x32, hidden 40 (parallel path)", 20, 64, 32, 40, {}),
     # Hidden sizes of whole vectors (48, 64 floats) and layers large enough for two
-    # threads, where an engine may run a loop of its own (onednn's lstm_inference.cpp):
+    # threads, where an engine may run a loop of its own (onednn's lstm_loop.cpp):
     # batches that leave a remainder of rows, both directions, no biases, blocks of
     # units that do not split evenly across the threads.
     ("16x16x64, hidden 64 (two threads)", 16, 16, 64, 64, {}),

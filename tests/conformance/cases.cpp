@@ -1135,7 +1135,7 @@ std::vector<Case> lstm_layer(const Name& n, openreg_dtype d) {
     add("one step, batch of one", 1, 1, 9, 13, false, true, train);
     add("20x64x32, hidden 40 (parallel path)", 20, 64, 32, 40, false, true, train);
     // Hidden sizes of whole vectors and layers large enough for two threads, where
-    // an engine may run a loop of its own (onednn's lstm_inference.cpp): remainders
+    // an engine may run a loop of its own (onednn's lstm_loop.cpp): remainders
     // of rows, reverse without biases, unit blocks that do not split evenly.
     add("16x16x64, hidden 64 (two threads)", 16, 16, 64, 64, false, true, train);
     add("24x13x64, hidden 64, reverse, has_biases=False (two threads)", 24, 13, 64, 64, true, false, train);

@@ -3,9 +3,10 @@
 torch CPU whichever outputs the loss uses, second derivatives too, and the
 backward computes the weight gradients once per layer, not once per step. A
 float32 LSTM layer is one aten::mkldnn_rnn_layer call in inference; in training
-on the reference engine's chain alone it is that call and one
-aten::mkldnn_rnn_layer_backward call, both on one engine; other chains train
-through the step path (core/src/aten/lstm_layer.cpp says why)."""
+it is that call and one aten::mkldnn_rnn_layer_backward call, both on one
+engine, on the reference engine's chain alone and where the first engine serving
+the forward has a kernel of its own (onednn); eigen's chain trains through the
+step path (core/src/aten/lstm_layer.cpp says why)."""
 
 
 import pytest
@@ -195,17 +196,31 @@ def test_lstm_projections_still_run_through_aten():
     _close(dev(x.to("openreg"))[0], ref(x)[0], "output with proj_size")
 
 
-def _reference_only_chain():
+def _whole_layer_training_engine():
+    """The engine core offers a training layer's whole-layer forward to first, if
+    core takes that path (core/src/aten/lstm_layer.cpp, training_takes_whole_layer):
+    on the reference engine's chain alone, or when the first engine listing
+    aten::mkldnn_rnn_layer for float32 has a kernel of its own. None: the step path."""
     torch.ones(1, device="openreg")
-    return all(e["any_op"] for e in openreg.info()["engines"])
+    info = openreg.info()
+    engines = {e["name"]: e for e in info["engines"]}
+    chain = [engines[name] for name in info["chain"]]
+    serving = [e for e in chain if e["any_op"] or "float32" in e["ops"].get("aten::mkldnn_rnn_layer", [])]
+    if not serving:
+        return None
+    if all(e["any_op"] for e in chain) or not serving[0]["any_op"]:
+        return serving[0]["name"]
+    return None
 
 
 def test_lstm_training_path_follows_the_chain():
-    # On the reference engine's chain alone, a float32 LSTM layer with a backward to
-    # keep is one aten::mkldnn_rnn_layer call (train=True) forward and one
-    # aten::mkldnn_rnn_layer_backward call backward, both on one engine (the
-    # forward's workspace means something only to the engine that made it). A chain
-    # with kernels of its own runs a GEMM and a fused cell per time step each way.
+    # A float32 LSTM layer with a backward to keep is one aten::mkldnn_rnn_layer
+    # call (train=True) forward and one aten::mkldnn_rnn_layer_backward call
+    # backward, both on one engine (the forward's workspace means something only to
+    # the engine that made it), on the reference engine's chain alone and where the
+    # first engine serving the forward has a kernel of its own (onednn). Otherwise
+    # (eigen's chain, whose first would be the reference engine) a GEMM and a fused
+    # cell per time step each way, on the chain's own kernels.
     _, dev = _pair("LSTM", num_layers=2, bidirectional=True)
     steps = 9
     x = torch.randn(steps, 2, 6, device="openreg", requires_grad=True)
@@ -215,12 +230,13 @@ def test_lstm_training_path_follows_the_chain():
         (out.sum() + h_n.sum() + c_n.sum()).backward()
     stats = openreg.stats()
     forward, backward = stats.get("aten::mkldnn_rnn_layer", {}), stats.get("aten::mkldnn_rnn_layer_backward", {})
-    if _reference_only_chain():
+    engine = _whole_layer_training_engine()
+    if engine is not None:
         assert counter.calls.get("mkldnn_rnn_layer", 0) == 4, counter.calls
         assert counter.calls.get("mkldnn_rnn_layer_backward", 0) == 4, counter.calls
         for step_op in ("_thnn_fused_lstm_cell", "_thnn_fused_lstm_cell_backward_impl"):
             assert counter.calls.get(step_op, 0) == 0, counter.calls
-        assert sum(forward.values()) == 4 and forward == backward, stats
+        assert forward == backward == {engine: 4}, stats
     else:
         assert not forward and not backward, stats
         assert counter.calls.get("_thnn_fused_lstm_cell", 0) == 4 * steps, counter.calls

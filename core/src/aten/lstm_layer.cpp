@@ -25,16 +25,19 @@
 // whole-layer op, when the chain serves it: an engine's own whole-layer
 // kernel, or the reference engine replaying CPU's oneDNN kernel. That saves
 // the 2 ops per time step the step path costs. Without a backward to keep
-// (inference, no_grad) it is called with train=False. In training, on a chain
-// of the reference engine alone, it is called with train=True and the layer's
-// backward is one aten::mkldnn_rnn_layer_backward call; the forward's workspace
-// output is the serving engine's private record for its own backward (its size
-// and layout are the engine's): docs/design.md says how both calls reach the
-// same engine. A chain with kernels of its own trains through the step path:
-// measured on the model bench's LSTM, onednn's step path with its fused cells
-// took 8.2-8.7 ms a step (1 thread) and 9.5 ms (2 threads) against 9.5-9.7 and
-// 15-17 ms for oneDNN 2.6's whole-layer training primitives, while on aten_ref
-// alone the two calls took 8.9 and 22 ms against 16 and 59 ms per step.
+// (inference, no_grad) it is called with train=False. In training
+// (training_takes_whole_layer), on a chain of the reference engine alone or
+// where the first engine the forward is offered to has a kernel of its own, it is
+// called with train=True and the layer's backward is one
+// aten::mkldnn_rnn_layer_backward call; the forward's workspace output is the
+// serving engine's private record for its own backward (its size and layout are
+// the engine's): docs/design.md says how both calls reach the same engine. On
+// eigen's chain, whose whole-layer calls would go to the reference engine, the
+// layer trains through the step path on eigen's fused cells. On the model bench's
+// LSTM, onednn's two calls (its own loop) took 4.25 ms (1 thread) and 2.85 ms
+// (2 threads) for a training step of a 2-layer, 128-wide LSTM against 4.40 and
+// 4.83 ms through the step path; on aten_ref alone the two calls took 8.9 and
+// 22 ms against 16 and 59 ms per step.
 #include "../bridge/torch_abi.h"
 #include "../runtime/runtime.h"
 #include "composite_route.h"
@@ -194,6 +197,22 @@ bool training_calls_apply(const Tensor& input) {
   return forward_order == backward_order;
 }
 
+// Whether a training layer takes the two whole-layer calls rather than the step
+// path: on a chain of the reference engine alone (CPU's kernels, replayed, beat
+// two calls per time step by far), or when the engine the forward is offered to
+// first has a kernel of its own (onednn's loop). Where the first is the reference
+// engine on a chain with kernels of its own (eigen's chain), the step path runs
+// on the own kernels' fused cells, which measured as fast or faster.
+bool training_takes_whole_layer(const Tensor& input) {
+  Route* fwd = whole_layer_route("aten::mkldnn_rnn_layer", input);
+  if (!fwd) return false;
+  if (chain_has_kernels_of_its_own()) {
+    const auto order = offer_order(*fwd, input);
+    if (order.empty() || order.front()->any_op()) return false;
+  }
+  return training_calls_apply(input);
+}
+
 // CPU's kernel (which the reference engine replays) reads every operand as
 // contiguous and time-major; without biases it wants zero ones (it ignores them).
 Tensor dense(const Tensor& t) { return t.contiguous(); }
@@ -277,7 +296,7 @@ std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, at::TensorList hx, 
       return whole_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse);
     }
     // Per layer: each layer's input is its calls' size class.
-    if (keep && !chain_has_kernels_of_its_own() && training_calls_apply(x))
+    if (keep && training_takes_whole_layer(x))
       return WholeLstmLayer::apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse);
     return LstmLayer::apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, keep);
   });

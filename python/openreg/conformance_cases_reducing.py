@@ -22,11 +22,13 @@ def _matmul_cases(ctx):
             return Case(name, a, b)
         if bias == "row":
             c = ctx.t(n)
+        elif bias == "column":
+            c = ctx.t(m, 1)
         elif bias == "nan":
             c = ctx.of(torch.full(batch + (m, n), float("nan"), dtype=ctx.dtype))
         else:
             c = ctx.t(*batch, m, n)
-        return Case(name, c, a, b, inplace_ok=bias != "row", **kw)
+        return Case(name, c, a, b, inplace_ok=bias not in ("row", "column"), **kw)
 
     cases = [
         case("5x7 @ 7x11", 5, 7, 11),
@@ -41,6 +43,11 @@ def _matmul_cases(ctx):
     ]
     if with_bias:
         cases.append(case("broadcast bias row", 5, 7, 11, bias="row"))
+        # Rows enough for an engine's GEMM primitive rather than a small-M path:
+        # a row bias (a Linear's) may be the primitive's bias argument, a column
+        # bias may not.
+        cases.append(case("broadcast bias row, 37x41 @ 41x43", 37, 41, 43, bias="row"))
+        cases.append(case("broadcast bias column, 37x41 @ 41x43", 37, 41, 43, bias="column"))
         cases.append(case("beta=0.5, alpha=2", 5, 7, 11, beta=ctx.number(0.5, 2), alpha=ctx.number(2.0, 3)))
         if ctx.floating:
             cases.append(case("beta=0 ignores a NaN bias", 5, 7, 11, bias="nan", beta=0))

@@ -371,7 +371,7 @@ std::vector<Case> matmul(const Name& n, openreg_dtype d) {
     std::string label;
     int64_t m, k, nn;
     Layout la, lb;
-    int self_kind;  // addmm: 0 full, 1 row vector, 2 0-dim
+    int self_kind;  // addmm: 0 full, 1 row vector, 2 0-dim, 3 row vector with beta = alpha = 1
   };
   const std::vector<MS> shapes{
       {"5x7 @ 7x11", 5, 7, 11, Layout::Contiguous, Layout::Contiguous, 0},
@@ -382,6 +382,8 @@ std::vector<Case> matmul(const Name& n, openreg_dtype d) {
       {"11x13 @ 13x5 transposed", 11, 13, 5, Layout::Contiguous, Layout::Transposed, 0},
       {"strided+offset 7x5 @ 5x9", 7, 5, 9, Layout::Gapped, Layout::Gapped, 2},
       {"67x131 @ 131x97", 67, 131, 97, Layout::Contiguous, Layout::Contiguous, 0},
+      // A Linear's bias on enough rows for an engine's GEMM primitive (its bias argument).
+      {"67x131 @ 131x97, row bias, beta = alpha = 1", 67, 131, 97, Layout::Contiguous, Layout::Transposed, 3},
   };
   std::vector<Case> cases;
   for (const auto& s : shapes) {
@@ -389,12 +391,15 @@ std::vector<Case> matmul(const Name& n, openreg_dtype d) {
     const int64_t bt = 3;
     auto shape2 = [&](int64_t r, int64_t c) { return batched ? Shape{bt, r, c} : Shape{r, c}; };
     if (add) {
-      Shape self = s.self_kind == 0 ? shape2(s.m, s.nn) : s.self_kind == 1 ? Shape{s.nn} : Shape{};
+      Shape self = s.self_kind == 0 ? shape2(s.m, s.nn) : s.self_kind == 2 ? Shape{} : Shape{s.nn};
       b.tensor(T(d, self));
     }
     b.tensor(T(d, shape2(s.m, s.k), s.la));
     b.tensor(T(d, shape2(s.k, s.nn), s.lb));
-    if (add) b.arg(Arg::scalar(0.5)).arg(Arg::scalar(2.0));
+    if (add) {
+      const double beta = s.self_kind == 3 ? 1.0 : 0.5, alpha = s.self_kind == 3 ? 1.0 : 2.0;
+      b.arg(Arg::scalar(beta)).arg(Arg::scalar(alpha));
+    }
     b.c.tol_scale = 20;
     b.c.strided_outputs = s.la == Layout::Gapped;  // outputs may be strided too
     if (n.inplace && add && s.self_kind != 0) continue;

@@ -89,6 +89,39 @@ void check_batch_norm(const sdk::Call& call) {
 }
 }  // namespace
 
+namespace {
+// Eval mode on contiguous float32 data: with the running statistics, the op is
+// per channel y = x * alpha + beta (alpha = w / sqrt(var + eps), beta = b - mean *
+// alpha, as ATen's CPU kernel computes it), one streaming pass over plain NCHW
+// planes. The primitive needed a reorder in and out of its blocked layout around
+// it: [8, 64, 32, 32] took 368 us against torch CPU's 85.
+bool eval_plain_ok(const sdk::Tensor& x, const sdk::Tensor& y) {
+  return is_f32(x.dtype()) && x.is_contiguous() && y.is_contiguous();
+}
+
+void batch_norm_eval_plain(const sdk::Tensor& x, const sdk::Tensor& y, const float* scale, const float* shift,
+                           const float* mean, const float* var, double eps, Buffers& buf) {
+  const int64_t N = x.size(0), C = x.size(1), plane = N * C > 0 ? x.numel() / (N * C) : 0;
+  float *alpha = buf.floats(C), *beta = buf.floats(C);
+  for (int64_t c = 0; c < C; ++c) {
+    const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + eps);
+    alpha[c] = static_cast<float>(invstd * scale[c]);
+    beta[c] = static_cast<float>(shift[c] - mean[c] * invstd * scale[c]);
+  }
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const int64_t planes = N * C;
+  const int threads = static_cast<int>(std::min<int64_t>(current_threads(), planes));
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t p = 0; p < planes; ++p) {
+    const float a = alpha[p % C], b = beta[p % C];
+    const float* in = xp + p * plane;
+    float* out = yp + p * plane;
+    for (int64_t i = 0; i < plane; ++i) out[i] = in[i] * a + b;
+  }
+}
+}  // namespace
+
 void batch_norm(const sdk::Call& call) {
   check_batch_norm(call);
   sdk::Tensor x = call.tensor(0), y = call.output(0), save_mean = call.output(1), save_invstd = call.output(2);
@@ -103,6 +136,7 @@ void batch_norm(const sdk::Call& call) {
   if (!training) {
     to_float_vec(*rm, mean);
     to_float_vec(*rv, var);
+    if (eval_plain_ok(x, y)) return batch_norm_eval_plain(x, y, scale, shift, mean, var, eps, buf);
   }
   const memory::desc ymd = bn_md(y), xmd = bn_md(x), bmd = bn_blocked(ymd);
   Flags flags = Flags::use_scale | Flags::use_shift;

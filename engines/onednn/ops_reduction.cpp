@@ -27,6 +27,52 @@ struct RedEntry {
   dnnl::reduction prim;
 };
 
+// The float sum of a contiguous run: 32 independent partial sums, so the
+// vectorised adds do not wait on one another (one accumulator is latency-bound).
+template <class T>
+float run_sum(const T* q, int64_t m) {
+  float part = 0.0f;
+  if (m < 32) {  // the same sum as below, without the partial sums' setup
+    for (int64_t i = 0; i < m; ++i) part += static_cast<float>(q[i]);
+    return part;
+  }
+  float lanes[32] = {};
+  int64_t i = 0;
+  for (; i + 32 <= m; i += 32)
+    for (int j = 0; j < 32; ++j) lanes[j] += static_cast<float>(q[i + j]);
+  for (; i < m; ++i) part += static_cast<float>(q[i]);
+  for (int j = 0; j < 32; ++j) part += lanes[j];
+  return part;
+}
+
+// A contiguous input reduced over its trailing dims into a contiguous output
+// (global average pooling: [8, 512, 2, 2] over (2, 3)): output o is the run
+// x[o * count, (o + 1) * count), summed as reduce_loop sums a contiguous run.
+// reduce_loop walked its generic index arithmetic per output, 108 us there
+// against torch CPU's 22. Returns false (nothing written) for other layouts.
+template <class T>
+bool sum_trailing(const sdk::Tensor& x, const sdk::Tensor& out, const std::vector<bool>& red, double scale) {
+  if (!x.is_contiguous() || !out.is_contiguous()) return false;
+  int64_t first = x.dim();
+  for (int64_t d = x.dim(); d-- > 0 && red[static_cast<size_t>(d)];) first = d;
+  for (int64_t d = 0; d < first; ++d)
+    if (red[static_cast<size_t>(d)] && x.size(d) > 1) return false;
+  int64_t count = 1;
+  for (int64_t d = first; d < x.dim(); ++d) count *= x.size(d);
+  const int64_t num_out = out.numel();
+  if (count <= 0 || num_out * count != x.numel()) return false;
+  const T* xp = reinterpret_cast<const T*>(x.bytes());
+  T* op = reinterpret_cast<T*>(out.bytes());
+  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMemGrain) / count);
+  host().parallel_for(0, num_out, grain, [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      const double acc = run_sum(xp + o * count, count);
+      op[o] = static_cast<T>(static_cast<float>(acc * scale));
+    }
+  });
+  return true;
+}
+
 // Strided reduction loop in double, for the layouts oneDNN 2.6 only covers
 // with its slow serial reference kernel (sums over outer dims: bias gradients,
 // batch statistics; 32x64x56x56 over (0, 2, 3) took 85 ms there), and for the
@@ -72,15 +118,7 @@ void reduce_loop(const sdk::Tensor& x, const sdk::Tensor& out, const std::vector
         const char* v = p[0];
         float part = 0.0f;  // runs are summed in float, then accumulated in double
         if (st[0] == static_cast<int64_t>(sizeof(T))) {
-          // A contiguous run: 32 independent partial sums, so the vectorised
-          // adds do not wait on one another (one accumulator is latency-bound).
-          const T* q = reinterpret_cast<const T*>(v);
-          float lanes[32] = {};
-          int64_t i = 0;
-          for (; i + 32 <= m; i += 32)
-            for (int j = 0; j < 32; ++j) lanes[j] += static_cast<float>(q[i + j]);
-          for (; i < m; ++i) part += static_cast<float>(q[i]);
-          for (int j = 0; j < 32; ++j) part += lanes[j];
+          part = run_sum(reinterpret_cast<const T*>(v), m);
         } else {
           for (int64_t i = 0; i < m; ++i, v += st[0]) part += static_cast<float>(*reinterpret_cast<const T*>(v));
         }
@@ -240,6 +278,7 @@ void run_reduction(const sdk::Call& call, bool mean) {
       const double scale = mean ? 1.0 / static_cast<double>(count) : 1.0;
       if (sdk::sum_outer<T>(host(), x, out, red, keepdim, scale)) return;  // outer dims summed row by row (bias gradients)
       if (sum_rows<T>(x, out, red, ds, scale)) return;
+      if (sum_trailing<T>(x, out, red, scale)) return;
       reduce_loop<T>(x, out, red, ds, mean);
     });
   };

@@ -45,6 +45,20 @@ torch::jit::Stack decode_args(const OpEntry& e, const openreg_call& call, size_t
 
 // ---- the out= form: the kernel writes into the outputs the host allocated
 
+// Row-major dense: the layout every out= kernel writes correctly.
+bool is_contiguous(const openreg_tensor& d) {
+  int64_t expected = 1;
+  for (int32_t i = d.ndim; i-- > 0;) {
+    if (d.sizes[i] != 1 && d.strides[i] != expected) return false;
+    expected *= d.sizes[i];
+  }
+  return true;
+}
+
+// The out= form stands in for a functional op only into contiguous outputs: some
+// of torch 2.13's CPU out= kernels write a strided out= as if it were contiguous
+// (_log_softmax_backward_data of transposed operands, whose Meta output keeps
+// their layout, came out wrong), without a warning or a geometry change to tell.
 bool out_form_fits(const OpEntry& e, const openreg_call& call) {
   if (!e.out_op || !e.out_ok.load(std::memory_order_relaxed) || (call.flags & OPENREG_CALL_DYNAMIC_OUTPUTS)) {
     return false;
@@ -52,6 +66,7 @@ bool out_form_fits(const OpEntry& e, const openreg_call& call) {
   if (static_cast<size_t>(call.num_outputs) != e.op.schema().returns().size()) return false;
   for (int32_t k = 0; k < call.num_outputs; ++k) {
     if (call.outputs[k].ndim < 0) return false;  // absent: the out= form would write it
+    if (!is_contiguous(call.outputs[k])) return false;
   }
   return true;
 }

@@ -3,6 +3,7 @@
 // strides. 0-dim inputs are done inline (softmax of one element is 1).
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "ops.h"
 #include "vec.hpp"
@@ -43,8 +44,8 @@ struct BwdEntry {
   dnnl::softmax_v2_backward prim;
 };
 
-// Small float32 softmax over a contiguous last dim: an own loop, since at 32x128
-// the primitive's fixed cost dominates. Only in the AVX2 and AVX-512 builds of
+// float32 softmax and log_softmax over a contiguous last dim: an own loop (at
+// 32x128 the primitive's fixed cost dominated; larger ones are below). Only in the AVX2 and AVX-512 builds of
 // loops.hpp's choice. Rows are done a register at a time in GCC vector types
 // (V, vec.hpp's, and VI: 8 lanes in the AVX2 build, 16 in the AVX-512 one), with a
 // scalar tail: a 16-float vector in the AVX2 build went through the stack (softmax
@@ -87,7 +88,7 @@ typedef int32_t VI16 __attribute__((vector_size(64)));
     const V zero = {};                                                                  \
     v = x < -87.33654f ? zero : p * reinterpret_cast<const V&>(bits);                   \
   }                                                                                     \
-  ATTR void NAME(const float* x, float* y, int64_t rows, int64_t n) {                  \
+  ATTR void NAME(const float* x, float* y, int64_t rows, int64_t n, bool log) {        \
     constexpr int64_t kLanes = sizeof(V) / sizeof(float);                              \
     const int64_t body = n - n % kLanes;                                                \
     for (int64_t row = 0; row < rows; ++row, x += n, y += n) {                          \
@@ -108,14 +109,20 @@ typedef int32_t VI16 __attribute__((vector_size(64)));
         std::memcpy(&v, x + i, sizeof v);                                               \
         V e = v - mx;                                                                   \
         NAME##_exp(e);                                                                  \
-        std::memcpy(y + i, &e, sizeof e);                                               \
+        if (!log) std::memcpy(y + i, &e, sizeof e);                                     \
         s += e;                                                                         \
       }                                                                                 \
       float sum = 0.0f;                                                                 \
       for (int64_t j = 0; j < kLanes; ++j) sum += s[j];                                 \
       for (int64_t i = body; i < n; ++i) {                                              \
-        y[i] = NAME##_exp1(x[i] - mx);                                                  \
-        sum += y[i];                                                                    \
+        const float e = NAME##_exp1(x[i] - mx);                                         \
+        if (!log) y[i] = e;                                                             \
+        sum += e;                                                                       \
+      }                                                                                 \
+      if (log) { /* (x - max) - log(sum), as ATen's log_softmax */                     \
+        const float lse = std::log(sum);                                                \
+        for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mx) - lse;                       \
+        continue;                                                                       \
       }                                                                                 \
       const float inv = 1.0f / sum;                                                     \
       for (int64_t i = 0; i < n; ++i) y[i] *= inv;                                      \
@@ -158,35 +165,74 @@ OPENREG_ONEDNN_SOFTMAX_ROWS(softmax_rows_avx512, __attribute__((target("avx512f,
 #undef OPENREG_ONEDNN_SOFTMAX_ROWS
 #undef OPENREG_ONEDNN_EXP_BODY
 
+// bfloat16 too, through float copies of each chunk of rows: oneDNN 2.6's bf16
+// softmax over the last dim left a row with a NaN NaN only where the NaN was
+// (ATen: the whole row).
 bool applies(const sdk::Tensor& x, const sdk::Tensor& y, int axis) {
-  return is_f32(x.dtype()) && loops::width() != loops::Width::Sse && axis == x.dim() - 1 && x.is_contiguous() &&
-         y.is_contiguous() && x.numel() <= static_cast<int64_t>(kMemGrain);
+  return (is_f32(x.dtype()) || is_bf16(x.dtype())) && loops::width() != loops::Width::Sse && axis == x.dim() - 1 &&
+         x.is_contiguous() && y.is_contiguous();
 }
 
-void run(const sdk::Tensor& x, const sdk::Tensor& y) {
+// Rows in parallel chunks above the memory grain, as the backward: [512, 1000]
+// log_softmax took 395 us on oneDNN 2.6's primitive at one thread, torch CPU 305.
+void run(const sdk::Tensor& x, const sdk::Tensor& y, bool log) {
   const int64_t n = x.size(x.dim() - 1), rows = x.numel() / n;
-  const float* xp = reinterpret_cast<const float*>(x.bytes());
-  float* yp = reinterpret_cast<float*>(y.bytes());
-  if (loops::width() == loops::Width::Avx512) softmax_rows_avx512(xp, yp, rows, n);
-  else softmax_rows_avx2(xp, yp, rows, n);
+  const bool wide = loops::width() == loops::Width::Avx512;
+  auto rows_of = [wide, n, log](const float* in, float* out, int64_t count) {
+    if (wide) softmax_rows_avx512(in, out, count, n, log);
+    else softmax_rows_avx2(in, out, count, n, log);
+  };
+  const int64_t grain = std::max<int64_t>(1, sdk::kParallelGrain / n);
+  if (is_f32(x.dtype())) {
+    const float* xp = reinterpret_cast<const float*>(x.bytes());
+    float* yp = reinterpret_cast<float*>(y.bytes());
+    host().parallel_for(0, rows, grain, [&](int64_t b, int64_t e) { rows_of(xp + b * n, yp + b * n, e - b); });
+    return;
+  }
+  const sdk::bfloat16* xp = reinterpret_cast<const sdk::bfloat16*>(x.bytes());
+  sdk::bfloat16* yp = reinterpret_cast<sdk::bfloat16*>(y.bytes());
+  host().parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
+    std::vector<float> in(static_cast<size_t>((e - b) * n)), out(in.size());
+    for (size_t i = 0; i < in.size(); ++i) in[i] = xp[b * n + static_cast<int64_t>(i)];
+    rows_of(in.data(), out.data(), e - b);
+    for (size_t i = 0; i < out.size(); ++i) yp[b * n + static_cast<int64_t>(i)] = out[i];
+  });
 }
 
 bool applies_backward(const sdk::Tensor& g, const sdk::Tensor& y, const sdk::Tensor& gx, int axis) {
-  return is_f32(g.dtype()) && loops::width() != loops::Width::Sse && axis == y.dim() - 1 && g.is_contiguous() &&
-         y.is_contiguous() && gx.is_contiguous();
+  return (is_f32(g.dtype()) || is_bf16(g.dtype())) && loops::width() != loops::Width::Sse && axis == y.dim() - 1 &&
+         g.is_contiguous() && y.is_contiguous() && gx.is_contiguous();
 }
 
 // Rows in parallel chunks above the memory grain ([512, 1000] log_softmax
 // backward took 9 ms in oneDNN 2.6's primitive, its n not a multiple of 16).
+// bfloat16 through float copies, as the forward: the primitive's bf16
+// log_softmax backward kept a NaN gradient to its own element (ATen: the row).
 void run_backward(const sdk::Tensor& g, const sdk::Tensor& y, const sdk::Tensor& gx, bool log) {
   const int64_t n = y.size(y.dim() - 1), rows = y.numel() / n;
-  const float* gp = reinterpret_cast<const float*>(g.bytes());
-  const float* yp = reinterpret_cast<const float*>(y.bytes());
-  float* op = reinterpret_cast<float*>(gx.bytes());
   const bool wide = loops::width() == loops::Width::Avx512;
-  host().parallel_for(0, rows, std::max<int64_t>(1, sdk::kParallelGrain / n), [&](int64_t b, int64_t e) {
-    if (wide) softmax_rows_avx512_backward(gp + b * n, yp + b * n, op + b * n, e - b, n, log);
-    else softmax_rows_avx2_backward(gp + b * n, yp + b * n, op + b * n, e - b, n, log);
+  auto rows_of = [wide, n, log](const float* gp, const float* yp, float* op, int64_t count) {
+    if (wide) softmax_rows_avx512_backward(gp, yp, op, count, n, log);
+    else softmax_rows_avx2_backward(gp, yp, op, count, n, log);
+  };
+  const int64_t grain = std::max<int64_t>(1, sdk::kParallelGrain / n);
+  if (is_f32(g.dtype())) {
+    const float* gp = reinterpret_cast<const float*>(g.bytes());
+    const float* yp = reinterpret_cast<const float*>(y.bytes());
+    float* op = reinterpret_cast<float*>(gx.bytes());
+    host().parallel_for(0, rows, grain,
+                        [&](int64_t b, int64_t e) { rows_of(gp + b * n, yp + b * n, op + b * n, e - b); });
+    return;
+  }
+  const sdk::bfloat16* gp = reinterpret_cast<const sdk::bfloat16*>(g.bytes());
+  const sdk::bfloat16* yp = reinterpret_cast<const sdk::bfloat16*>(y.bytes());
+  sdk::bfloat16* op = reinterpret_cast<sdk::bfloat16*>(gx.bytes());
+  host().parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
+    const size_t m = static_cast<size_t>((e - b) * n);
+    std::vector<float> gf(m), yf(m), of(m);
+    for (size_t i = 0; i < m; ++i) gf[i] = gp[b * n + static_cast<int64_t>(i)], yf[i] = yp[b * n + static_cast<int64_t>(i)];
+    rows_of(gf.data(), yf.data(), of.data(), e - b);
+    for (size_t i = 0; i < m; ++i) op[b * n + static_cast<int64_t>(i)] = of[i];
   });
 }
 
@@ -213,7 +259,7 @@ void forward(const sdk::Call& call, bool log) {
     });
     return;
   }
-  if (!log && rows::applies(x, y, axis)) return rows::run(x, y);
+  if (rows::applies(x, y, axis)) return rows::run(x, y, log);
   Buffers buf;
   const View xv = view_of(buf, x);
   const memory::desc& xmd = xv.md;

@@ -133,10 +133,21 @@ def _softmax_cases(ctx):
         case("transposed 7x11 dim=-1", ctx.t(7, 11, layout="transposed"), -1),
         case("sliced with gaps 5x7 dim=1", ctx.t(5, 7, layout="sliced"), 1),
         case("large logits (x30)", ctx.of(ctx.values((5, 11)) * 30), 1),
+        # enough rows for engines to split them across threads
+        case("300x130 dim=-1 (rows in parallel chunks)", ctx.t(300, 130), -1),
+        case("a NaN and a -inf in 6x40 dim=-1", ctx.of(_with_nan_and_neg_inf(ctx.values((6, 40)))), -1),
         case("width 1", ctx.t(5, 1), 1),
         case("zero-size 0x7 dim=1", ctx.t(0, 7), 1),
         case("0-dim", ctx.t(), 0),
     ]
+
+
+def _with_nan_and_neg_inf(v):
+    """A copy of v with a NaN in row 1 and a -inf in row 3."""
+    v = v.clone()
+    v[1, 5] = float("nan")
+    v[3, 17] = float("-inf")
+    return v
 
 
 @register("_softmax_backward_data", "_log_softmax_backward_data", accumulates=True)
@@ -144,12 +155,20 @@ def _softmax_backward_cases(ctx):
     """(grad_output, output of the forward on CPU, dim, input dtype)."""
     forward = torch.ops.aten._log_softmax if ctx.base.startswith("_log") else torch.ops.aten._softmax
 
-    def case(name, shape, dim, layout="contiguous"):
-        out = forward.default(ctx.values(shape), dim, False)
-        return Case(name, ctx.t(*shape, layout=layout), ctx.of(out, layout), dim, ctx.dtype)
+    def case(name, shape, dim, layout="contiguous", nan=False):
+        x = ctx.values(shape)
+        if nan:
+            x = _with_nan_and_neg_inf(x)
+        out = forward.default(x, dim, False)
+        g = ctx.values(shape)
+        if nan:
+            g[2, 3] = float("nan")
+        return Case(name, ctx.of(g, layout), ctx.of(out, layout), dim, ctx.dtype)
 
     return [
         case("5x7x11 dim=-1", (5, 7, 11), -1),
+        case("300x130 dim=-1 (rows in parallel chunks)", (300, 130), -1),
+        case("NaNs and a -inf in 6x40 dim=-1", (6, 40), -1, nan=True),
         case("5x7x11 dim=1", (5, 7, 11), 1),
         # rows of 16+ elements: the vector body of engines' row loops and a tail
         case("7x40 dim=-1", (7, 40), -1),

@@ -149,7 +149,25 @@ void mse_loss(const sdk::Call& call) {
     sdk::for_each_row(host(), shape, std::array<sdk::Operand, 2>{sdk::operand(x, shape), sdk::operand(t, shape)},
                       [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& st, int64_t n) {
                         double part = 0.0;
-                        for (int64_t i = 0; i < n; ++i) {
+                        int64_t i = 0;
+                        if (st[0] == static_cast<int64_t>(sizeof(T)) && st[1] == static_cast<int64_t>(sizeof(T))) {
+                          // Contiguous runs: blocks of 32 independent float partial sums
+                          // (a vectorised loop; one double accumulator was latency-bound,
+                          // 55 us for 65K elements against torch CPU's 22), each block's
+                          // total added in double.
+                          const T* x0 = reinterpret_cast<const T*>(p[0]);
+                          const T* t0 = reinterpret_cast<const T*>(p[1]);
+                          for (; i + 1024 <= n; i += 1024) {
+                            float lanes[32] = {};
+                            for (int64_t j = 0; j < 1024; j += 32)
+                              for (int k = 0; k < 32; ++k) {
+                                const float d = static_cast<float>(x0[i + j + k]) - static_cast<float>(t0[i + j + k]);
+                                lanes[k] += d * d;
+                              }
+                            for (int k = 0; k < 32; ++k) part += lanes[k];
+                          }
+                        }
+                        for (; i < n; ++i) {
                           const double a = static_cast<float>(*reinterpret_cast<const T*>(p[0] + i * st[0]));
                           const double b = static_cast<float>(*reinterpret_cast<const T*>(p[1] + i * st[1]));
                           part += (a - b) * (a - b);

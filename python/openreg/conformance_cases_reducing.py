@@ -187,6 +187,8 @@ def _mse_loss_cases(ctx):
     """mse_loss for each reduction, strided input, zero-size, 0-dim."""
     cases = [Case(f"5x7x11 reduction={name}", ctx.t(5, 7, 11), ctx.t(5, 7, 11), r) for name, r in _REDUCTIONS]
     cases += [
+        # enough contiguous elements for engines' blocked sums
+        Case("67x41 reduction=mean", ctx.t(67, 41), ctx.t(67, 41), 1),
         Case("transposed input, mean", ctx.t(7, 11, layout="transposed"), ctx.t(7, 11), 1),
         Case("sliced target, sum", ctx.t(5, 7), ctx.t(5, 7, layout="sliced"), 2),
         Case("zero-size, sum", ctx.t(0, 7), ctx.t(0, 7), 2),

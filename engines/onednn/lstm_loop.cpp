@@ -252,8 +252,14 @@ void lstm_loop_backward(const LstmLoopArgs& a, const LstmLoopRecord& rec, const 
   float* dh = b.floats(B * H);
   float* dc = b.floats(B * H);
   const size_t state_bytes = static_cast<size_t>(B * H) * 4;
-  if (g.ghy) std::memcpy(dh, g.ghy, state_bytes); else std::memset(dh, 0, state_bytes);
-  if (g.gcy) std::memcpy(dc, g.gcy, state_bytes); else std::memset(dc, 0, state_bytes);
+  if (g.ghy)
+    std::memcpy(dh, g.ghy, state_bytes);
+  else
+    std::memset(dh, 0, state_bytes);
+  if (g.gcy)
+    std::memcpy(dc, g.gcy, state_bytes);
+  else
+    std::memset(dc, 0, state_bytes);
   const int64_t blocks = H / k.lanes;
   const int n = loop_threads(T, B, I, H);
 #pragma omp parallel num_threads(n)

@@ -4,9 +4,7 @@ torch CPU whichever outputs the loss uses, second derivatives too, and the
 backward computes the weight gradients once per layer, not once per step. A
 float32 LSTM layer is one aten::mkldnn_rnn_layer call in inference; in training
 it is that call and one aten::mkldnn_rnn_layer_backward call, both on one
-engine, on the reference engine's chain alone and where the first engine serving
-the forward has a kernel of its own (onednn); eigen's chain trains through the
-step path (core/src/aten/lstm_layer.cpp says why)."""
+engine (core/src/aten/lstm_layer.cpp says why)."""
 
 
 import pytest
@@ -196,20 +194,16 @@ def test_lstm_projections_still_run_through_aten():
     _close(dev(x.to("openreg"))[0], ref(x)[0], "output with proj_size")
 
 
-def _whole_layer_training_engine():
-    """The engine core offers a training layer's whole-layer forward to first, if
-    core takes that path (core/src/aten/lstm_layer.cpp, training_takes_whole_layer):
-    on the reference engine's chain alone, or when the first engine listing
-    aten::mkldnn_rnn_layer for float32 has a kernel of its own. None: the step path."""
+def _first_whole_layer_engine():
+    """The first engine of the chain that serves aten::mkldnn_rnn_layer for float32
+    (the reference engine serves every op), or None."""
     torch.ones(1, device="openreg")
     info = openreg.info()
     engines = {e["name"]: e for e in info["engines"]}
-    chain = [engines[name] for name in info["chain"]]
-    serving = [e for e in chain if e["any_op"] or "float32" in e["ops"].get("aten::mkldnn_rnn_layer", [])]
-    if not serving:
-        return None
-    if all(e["any_op"] for e in chain) or not serving[0]["any_op"]:
-        return serving[0]["name"]
+    for name in info["chain"]:
+        e = engines[name]
+        if e["any_op"] or "float32" in e["ops"].get("aten::mkldnn_rnn_layer", []):
+            return name
     return None
 
 
@@ -217,10 +211,9 @@ def test_lstm_training_path_follows_the_chain():
     # A float32 LSTM layer with a backward to keep is one aten::mkldnn_rnn_layer
     # call (train=True) forward and one aten::mkldnn_rnn_layer_backward call
     # backward, both on one engine (the forward's workspace means something only to
-    # the engine that made it), on the reference engine's chain alone and where the
-    # first engine serving the forward has a kernel of its own (onednn). Otherwise
-    # (eigen's chain, whose first would be the reference engine) a GEMM and a fused
-    # cell per time step each way, on the chain's own kernels.
+    # the engine that made it): the chain's first engine serving them (onednn's
+    # own loop or primitives, else the reference engine's replay of CPU's kernels).
+    # A chain without them would run a GEMM and a fused cell per time step each way.
     _, dev = _pair("LSTM", num_layers=2, bidirectional=True)
     steps = 9
     x = torch.randn(steps, 2, 6, device="openreg", requires_grad=True)
@@ -230,7 +223,7 @@ def test_lstm_training_path_follows_the_chain():
         (out.sum() + h_n.sum() + c_n.sum()).backward()
     stats = openreg.stats()
     forward, backward = stats.get("aten::mkldnn_rnn_layer", {}), stats.get("aten::mkldnn_rnn_layer_backward", {})
-    engine = _whole_layer_training_engine()
+    engine = _first_whole_layer_engine()
     if engine is not None:
         assert counter.calls.get("mkldnn_rnn_layer", 0) == 4, counter.calls
         assert counter.calls.get("mkldnn_rnn_layer_backward", 0) == 4, counter.calls

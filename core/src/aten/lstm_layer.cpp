@@ -25,22 +25,17 @@
 // whole-layer op, when the chain serves it: an engine's own whole-layer
 // kernel, or the reference engine replaying CPU's oneDNN kernel. That saves
 // the 2 ops per time step the step path costs. Without a backward to keep
-// (inference, no_grad) it is called with train=False. In training
-// (training_takes_whole_layer), on a chain of the reference engine alone or
-// where the first engine the forward is offered to has a kernel of its own, it is
-// called with train=True and the layer's backward is one
-// aten::mkldnn_rnn_layer_backward call; the forward's workspace output is the
-// serving engine's private record for its own backward (its size and layout are
-// the engine's): docs/design.md says how both calls reach the same engine. On
-// eigen's chain, whose whole-layer calls would go to the reference engine, the
-// layer trains through the step path on eigen's fused cells. A training step
-// (SGD) of a 2-layer LSTM, 64 to 128 wide, over 32 steps of batch 8: onednn's two
-// calls (its own loop) 4.25 ms (1 thread) and 2.85 ms (2 threads), its step path
-// 4.40 and 4.83 ms; on aten_ref alone the two calls took 8.9 and
-// 22 ms against 16 and 59 ms per step.
+// (inference, no_grad) it is called with train=False. In training it is called
+// with train=True and the layer's backward is one aten::mkldnn_rnn_layer_backward
+// call, on every chain that serves both (training_calls_apply); the forward's
+// workspace output is the serving engine's private record for its own backward
+// (its size and layout are the engine's): docs/design.md says how both calls
+// reach the same engine. A training step (SGD) of a 2-layer LSTM, 64 to 128
+// wide, over 32 steps of batch 8, two calls against the step path: onednn (its
+// own loop) 4.25 and 2.85 ms (1 and 2 threads) against 4.40 and 4.83; eigen's
+// chain (the reference engine's calls) 4.91 and 3.67 against 5.70 and 5.29.
 #include "../bridge/torch_abi.h"
 #include "../runtime/runtime.h"
-#include "composite_route.h"
 #include "rnn_layer_stack.h"
 
 #include <ATen/Parallel.h>
@@ -197,22 +192,6 @@ bool training_calls_apply(const Tensor& input) {
   return forward_order == backward_order;
 }
 
-// Whether a training layer takes the two whole-layer calls rather than the step
-// path: on a chain of the reference engine alone (CPU's kernels, replayed, beat
-// two calls per time step by far), or when the engine the forward is offered to
-// first has a kernel of its own (onednn's loop). Where the first is the reference
-// engine on a chain with kernels of its own (eigen's chain), the step path runs
-// on the own kernels' fused cells, which measured as fast or faster.
-bool training_takes_whole_layer(const Tensor& input) {
-  Route* fwd = whole_layer_route("aten::mkldnn_rnn_layer", input);
-  if (!fwd) return false;
-  if (chain_has_kernels_of_its_own()) {
-    const auto order = offer_order(*fwd, input);
-    if (order.empty() || order.front()->any_op()) return false;
-  }
-  return training_calls_apply(input);
-}
-
 // CPU's kernel (which the reference engine replays) reads every operand as
 // contiguous and time-major; without biases it wants zero ones (it ignores them).
 Tensor dense(const Tensor& t) { return t.contiguous(); }
@@ -296,7 +275,7 @@ std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, at::TensorList hx, 
       return whole_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse);
     }
     // Per layer: each layer's input is its calls' size class.
-    if (keep && training_takes_whole_layer(x))
+    if (keep && training_calls_apply(x))
       return WholeLstmLayer::apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse);
     return LstmLayer::apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, keep);
   });

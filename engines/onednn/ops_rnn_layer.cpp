@@ -17,9 +17,9 @@
 // The workspace (train=True's fourth output, read by the backward) is this
 // engine's own: a header naming this engine, the path that made it (the loop or
 // the primitive) and the layer's geometry, then that path's record: the loop's
-// gates and cell states (LstmLoopRecord), or oneDNN's workspace. The backward declines a workspace
-// without that header (another engine's, CPU's): the engine that made it runs
-// it instead. The host sizes mkldnn_rnn_layer's outputs by the kernel (CPU's
+// gates and cell states (LstmLoopRecord), or oneDNN's workspace. The backward
+// declines a workspace without that header (another engine's, CPU's): the
+// engine that made it runs it instead. The host sizes mkldnn_rnn_layer's outputs by the kernel (CPU's
 // workspace is not the Meta kernel's size): they are allocated here, the
 // workspace empty without training.
 #include <cstring>

@@ -230,7 +230,11 @@ void run_backward(const sdk::Tensor& g, const sdk::Tensor& y, const sdk::Tensor&
   host().parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
     const size_t m = static_cast<size_t>((e - b) * n);
     std::vector<float> gf(m), yf(m), of(m);
-    for (size_t i = 0; i < m; ++i) gf[i] = gp[b * n + static_cast<int64_t>(i)], yf[i] = yp[b * n + static_cast<int64_t>(i)];
+    const int64_t at = b * n;
+    for (size_t i = 0; i < m; ++i) {
+      gf[i] = gp[at + static_cast<int64_t>(i)];
+      yf[i] = yp[at + static_cast<int64_t>(i)];
+    }
     rows_of(gf.data(), yf.data(), of.data(), e - b);
     for (size_t i = 0; i < m; ++i) op[b * n + static_cast<int64_t>(i)] = of[i];
   });

@@ -101,7 +101,8 @@ void eltwise_fwd(const sdk::Tensor& src, const sdk::Tensor& dst, const UnarySpec
 }
 
 // diff_src = f'(data) * diff_dst; `data` is src or dst depending on the algorithm.
-void eltwise_bwd(const sdk::Tensor& grad, const sdk::Tensor& data, const sdk::Tensor& out, Alg alg, bool use_dst) {
+// The backward of `alg` from the forward's input (`data`).
+void eltwise_bwd(const sdk::Tensor& grad, const sdk::Tensor& data, const sdk::Tensor& out, Alg alg) {
   const memory::desc gmd = md_of(grad), dmd = md_of(data);
   Key k("eltwise_bwd");
   k.add(static_cast<int64_t>(alg)).add(grad).add(data);
@@ -113,7 +114,7 @@ void eltwise_bwd(const sdk::Tensor& grad, const sdk::Tensor& data, const sdk::Te
     return BwdEntry{pd, dnnl::eltwise_backward(pd)};
   });
   execute(e->prim, e->pd,
-          {{use_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, make_mem(data, dmd)},
+          {{DNNL_ARG_SRC, make_mem(data, dmd)},
            {DNNL_ARG_DIFF_DST, make_mem(grad, gmd)},
            {DNNL_ARG_DIFF_SRC, make_mem(out, gmd)}});
 }
@@ -200,7 +201,7 @@ sdk::Kernel activation_backward(const char* name) {
     }
     if (op == "gelu_backward") {
       const bool tanh_approx = string_arg(call, 2) == "tanh";
-      if (prim) return eltwise_bwd(g, d, out, tanh_approx ? Alg::eltwise_gelu_tanh : Alg::eltwise_gelu_erf, false);
+      if (prim) return eltwise_bwd(g, d, out, tanh_approx ? Alg::eltwise_gelu_tanh : Alg::eltwise_gelu_erf);
       dispatch_float(out.dtype(), op.c_str(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         map2<T>(out, g, d, [tanh_approx](T gv, T xv) {

@@ -41,10 +41,16 @@ bool primitive_ok(const sdk::Tensor& a, const sdk::Tensor& b, int64_t min_numel)
 // 27 us in the loop, against 9.9 us on torch CPU).
 bool transcendental(Alg a) { return a != Alg::eltwise_relu && a != Alg::eltwise_abs && a != Alg::eltwise_sqrt; }
 
-// Except tanh below AVX-512: oneDNN 2.6's AVX2 tanh kernel took 4.5x its AVX-512
-// time (262K floats: 599 us against 133 us on an AMD EPYC, one thread), and the
-// loop's vectorised polynomial (vmath::tanh) 383 us; on AVX-512 the loop took 197.
-bool loop_is_faster(Alg a) { return a == Alg::eltwise_tanh && loops::width() == loops::Width::Avx2; }
+// Except tanh and gelu's tanh approximation below AVX-512: oneDNN 2.6's AVX2 tanh
+// kernel took 4.5x its AVX-512 time (262K floats: 599 us against 133 us on an AMD
+// EPYC, one thread), and the loop's vectorised polynomial (vmath::tanh) 383 us;
+// on AVX-512 the loop took 197. gelu(approximate='tanh') of 262K floats, AVX2, one
+// thread: forward 447 us in the loop against 731 in the primitive (torch CPU 715),
+// backward 528 against 803 (785); on AVX-512 the primitive is faster (172 us
+// against 252). gelu's erf form stays on the primitive: the loop calls libm's erf.
+bool loop_is_faster(Alg a) {
+  return (a == Alg::eltwise_tanh || a == Alg::eltwise_gelu_tanh) && loops::width() == loops::Width::Avx2;
+}
 
 constexpr float kSqrt1_2 = 0.70710678118654752440f;
 constexpr float kSqrt2_Pi = 0.79788456080286535588f;
@@ -58,7 +64,17 @@ struct UnarySpec {
 
 float relu_f(float x) { return x > 0.0f || x != x ? x : 0.0f; }
 float gelu_erf_f(float x) { return 0.5f * x * (1.0f + std::erf(x * kSqrt1_2)); }
-float gelu_tanh_f(float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2_Pi * (x + 0.044715f * x * x * x))); }
+float gelu_tanh_f(float x) { return 0.5f * x * (1.0f + vmath::tanh(kSqrt2_Pi * (x + 0.044715f * x * x * x))); }
+// d/dx of gelu: Phi(x) + x * phi(x) (Phi, phi: the normal CDF and density), and of
+// its tanh approximation.
+float gelu_erf_grad(float x) {
+  return 0.5f * (1.0f + std::erf(x * kSqrt1_2)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
+}
+float gelu_tanh_grad(float x) {
+  const float t = vmath::tanh(kSqrt2_Pi * (x + 0.044715f * x * x * x));
+  const float dinner = kSqrt2_Pi * (1.0f + 3.0f * 0.044715f * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner;
+}
 float sigmoid_f(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float tanh_f(float x) { return vmath::tanh(x); }
 float exp_f(float x) { return std::exp(x); }
@@ -167,9 +183,11 @@ sdk::Kernel activation_backward(const char* name) {
     // the vectorised loops at every size: oneDNN 2.6's eltwise backward took 3x
     // their time (262K floats: 111 against 37 us on one thread, 37 against 22 on
     // two; torch CPU 37 and 22), and no size measured in its favour. gelu's takes
-    // the primitive, whose erf and tanh are vectorised (the loops call libm).
-    const bool prim = op == "gelu_backward" && primitive_ok(g, out, kSmall) && d.numel() == g.numel() &&
-                      same_layout(d, g) && !has_zero_stride(d);
+    // the primitive (but loop_is_faster), whose erf is vectorised (the loop calls libm).
+    const bool tanh_approx = op == "gelu_backward" && string_arg(call, 2) == "tanh";
+    const Alg gelu_alg = tanh_approx ? Alg::eltwise_gelu_tanh : Alg::eltwise_gelu_erf;
+    const bool prim = op == "gelu_backward" && !loop_is_faster(gelu_alg) && primitive_ok(g, out, kSmall) &&
+                      d.numel() == g.numel() && same_layout(d, g) && !has_zero_stride(d);
     if (op == "threshold_backward") {
       const double th = call.scalar(2);
       const float t = static_cast<float>(th);
@@ -200,22 +218,14 @@ sdk::Kernel activation_backward(const char* name) {
       return;
     }
     if (op == "gelu_backward") {
-      const bool tanh_approx = string_arg(call, 2) == "tanh";
-      if (prim) return eltwise_bwd(g, d, out, tanh_approx ? Alg::eltwise_gelu_tanh : Alg::eltwise_gelu_erf);
+      if (prim) return eltwise_bwd(g, d, out, gelu_alg);
       dispatch_float(out.dtype(), op.c_str(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        map2<T>(out, g, d, [tanh_approx](T gv, T xv) {
-          const float x = static_cast<float>(xv), gf = static_cast<float>(gv);
-          if (tanh_approx) {
-            const float inner = kSqrt2_Pi * (x + 0.044715f * x * x * x);
-            const float t = std::tanh(inner);
-            const float dinner = kSqrt2_Pi * (1.0f + 3.0f * 0.044715f * x * x);
-            return gf * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner);
-          }
-          const float cdf = 0.5f * (1.0f + std::erf(x * kSqrt1_2));
-          const float pdf = kInvSqrt2Pi * std::exp(-0.5f * x * x);
-          return gf * (cdf + x * pdf);
-        });
+        // One instantiation per formula, so the loop has no branch to keep it scalar.
+        if (tanh_approx)
+          map2<T>(out, g, d, [](T gv, T xv) { return static_cast<float>(gv) * gelu_tanh_grad(static_cast<float>(xv)); });
+        else
+          map2<T>(out, g, d, [](T gv, T xv) { return static_cast<float>(gv) * gelu_erf_grad(static_cast<float>(xv)); });
       });
       return;
     }

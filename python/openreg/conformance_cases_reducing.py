@@ -272,6 +272,8 @@ def _layer_norm_cases(ctx):
         case("mean offset 10", ctx.of(ctx.values((5, 7, 11)) + 10), [11], ctx.t(11), ctx.t(11)),
         # rows of 70: the 32-wide body of engines' row loops and a tail
         case("3x5x70 over [70]", ctx.t(3, 5, 70), [70], ctx.t(70), ctx.t(70)),
+        # 64000 elements: engines' row loops split into blocks of rows over threads
+        case("1000x64 over [64]", ctx.t(1000, 64), [64], ctx.t(64), ctx.t(64)),
         case("zero-size batch", ctx.t(0, 11), [11], ctx.t(11), ctx.t(11)),
     ]
 
@@ -292,6 +294,9 @@ def _layer_norm_backward_cases(ctx):
         case("over [7, 11]", (5, 7, 11), (7, 11)),
         case("3x5x70 over [70]", (3, 5, 70), (70,)),
         case("3x5x70, no weight", (3, 5, 70), (70,), affine=False, mask=(True, False, False)),
+        # 64000 elements: engines' row loops sum the parameter gradients per block of rows
+        case("1000x64 over [64]", (1000, 64), (64,)),
+        case("1000x64, no input gradient", (1000, 64), (64,), mask=(False, True, True)),
         case("no weight, no bias", (5, 7, 11), (11,), affine=False, mask=(True, False, False)),
         case("grad_input only", (5, 7, 11), (11,), mask=(True, False, False)),
         case("transposed input", (5, 11, 7), (7,), layout="transposed"),

@@ -505,7 +505,7 @@ std::vector<Case> layer_norm(const Name& n, openreg_dtype d) {
     bool affine;
     std::vector<int64_t> mask;
   };
-  const std::vector<LS> shapes{
+  std::vector<LS> shapes{
       {"5x7x11 over 11, affine", {5, 7, 11}, {11}, Layout::Contiguous, true, {1, 1, 1}},
       {"5x7x11 over 7x11, affine", {5, 7, 11}, {7, 11}, Layout::Contiguous, true, {1, 1, 1}},
       {"5x7x11 over 11, no affine", {5, 7, 11}, {11}, Layout::Contiguous, false, {1, 0, 0}},
@@ -513,6 +513,11 @@ std::vector<Case> layer_norm(const Name& n, openreg_dtype d) {
       {"257x263 over 263 (parallel path)", {257, 263}, {263}, Layout::Contiguous, true, {1, 1, 1}},
       {"zero-size 0x11 over 11", {0, 11}, {11}, Layout::Contiguous, true, {1, 0, 0}},
   };
+  // Engines' float32 row loops split 64000 elements into blocks of rows. Not in
+  // 16-bit floats: torch CPU's bfloat16 weight gradient of 1000 rows is off by 4.7
+  // against float64 (on sums up to 140; onednn's 0.24), too coarse a reference.
+  if (d.code == OPENREG_DTYPE_CODE_FLOAT && d.bits == 32)
+    shapes.push_back({"1000x64 over 64 (blocks of rows)", {1000, 64}, {64}, Layout::Contiguous, true, {1, 1, 1}});
   std::vector<Case> cases;
   for (const auto& s : shapes) {
     Builder b(s.label);

@@ -210,6 +210,9 @@ std::vector<Case> binary(const Name& n, openreg_dtype d) {
       {"5x7x11 strided+offset both, strided output", {5, 7, 11}, {5, 7, 11}, Layout::Gapped, Layout::Gapped, true},
       {"7x13 expanded with 7x13", {7, 13}, {7, 13}, Layout::Expanded, Layout::Contiguous, false},
       {"257x263 with 263 (parallel path)", {257, 263}, {263}, Layout::Contiguous, Layout::Contiguous, false},
+      {"257x263 both (parallel loops)", {257, 263}, {257, 263}, Layout::Contiguous, Layout::Contiguous, false},
+      // above 1M elements: engines' library primitives (onednn's binary in float32)
+      {"1100x1000 both", {1100, 1000}, {1100, 1000}, Layout::Contiguous, Layout::Contiguous, false},
   };
   std::vector<Case> cases;
   auto finish = [&](Builder& b) {

@@ -37,19 +37,26 @@ bool primitive_ok(const sdk::Tensor& a, const sdk::Tensor& b, int64_t min_numel)
 }
 
 // Ops built on erf/exp/tanh/log take the primitive at every size: its JIT
-// kernels are vectorised, the loop calls libm once per element (gelu 32x128:
-// 27 us in the loop, against 9.9 us on torch CPU).
+// kernels are vectorised, where the loop calls libm once per element (gelu 32x128
+// through std::erf: 27 us in the loop, against 9.9 us on torch CPU).
 bool transcendental(Alg a) { return a != Alg::eltwise_relu && a != Alg::eltwise_abs && a != Alg::eltwise_sqrt; }
 
-// Except tanh and gelu's tanh approximation below AVX-512: oneDNN 2.6's AVX2 tanh
-// kernel took 4.5x its AVX-512 time (262K floats: 599 us against 133 us on an AMD
-// EPYC, one thread), and the loop's vectorised polynomial (vmath::tanh) 383 us;
-// on AVX-512 the loop took 197. gelu(approximate='tanh') of 262K floats, AVX2, one
-// thread: forward 447 us in the loop against 731 in the primitive (torch CPU 715),
-// backward 528 against 803 (785); on AVX-512 the primitive is faster (172 us
-// against 252). gelu's erf form stays on the primitive: the loop calls libm's erf.
-bool loop_is_faster(Alg a) {
-  return (a == Alg::eltwise_tanh || a == Alg::eltwise_gelu_tanh) && loops::width() == loops::Width::Avx2;
+// Except, where the engine's vectorised loops (vmath.hpp) measured faster, on 262K
+// floats, one thread, on an AMD EPYC (torch CPU in brackets):
+// - below AVX-512, tanh and gelu's tanh approximation: oneDNN 2.6's AVX2 tanh
+//   kernel took 4.5x its AVX-512 time (599 us against 133; the loop 383);
+//   gelu(approximate='tanh') 447 us in the loop against 731 (715), its backward
+//   528 against 803 (785). On AVX-512 the primitives are faster (gelu tanh: 172
+//   against 252).
+// - on AVX-512, float32 gelu and its backward: 134 us against 163 (129), 213
+//   against 427 (223). On AVX2 the primitive is faster (181 against 243, 255
+//   against 396, measured outside the engine), and the bfloat16 loops are not
+//   vectorised.
+bool loop_is_faster(Alg a, openreg_dtype dt) {
+  const loops::Width w = loops::width();
+  if (a == Alg::eltwise_tanh || a == Alg::eltwise_gelu_tanh) return w == loops::Width::Avx2;
+  if (a == Alg::eltwise_gelu_erf) return w == loops::Width::Avx512 && is_f32(dt);
+  return false;
 }
 
 constexpr float kSqrt1_2 = 0.70710678118654752440f;
@@ -63,14 +70,18 @@ struct UnarySpec {
 };
 
 float relu_f(float x) { return x > 0.0f || x != x ? x : 0.0f; }
-float gelu_erf_f(float x) { return 0.5f * x * (1.0f + std::erf(x * kSqrt1_2)); }
-float gelu_tanh_f(float x) { return 0.5f * x * (1.0f + vmath::tanh(kSqrt2_Pi * (x + 0.044715f * x * x * x))); }
-// d/dx of gelu: Phi(x) + x * phi(x) (Phi, phi: the normal CDF and density), and of
-// its tanh approximation.
-float gelu_erf_grad(float x) {
-  return 0.5f * (1.0f + std::erf(x * kSqrt1_2)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
+// gelu(x) = x * Phi(x), Phi the standard normal CDF: Phi(-|x|) = erfc(|x| / sqrt 2) / 2.
+// Forced inline: the loops of loops.hpp are compiled per ISA, and a call left to
+// the baseline copy made gelu's backward 17x slower (3.7 ms for 262K floats).
+[[gnu::always_inline]] inline float normal_cdf(float x) {
+  const float lower = 0.5f * vmath::erfc_nonneg(std::fabs(x) * kSqrt1_2);
+  return x < 0.0f ? lower : 1.0f - lower;
 }
-float gelu_tanh_grad(float x) {
+float gelu_erf_f(float x) { return x * normal_cdf(x); }
+float gelu_tanh_f(float x) { return 0.5f * x * (1.0f + vmath::tanh(kSqrt2_Pi * (x + 0.044715f * x * x * x))); }
+// d/dx of gelu: Phi(x) + x * phi(x), phi the normal density; and of its tanh form.
+[[gnu::always_inline]] inline float gelu_erf_grad(float x) { return normal_cdf(x) + x * kInvSqrt2Pi * vmath::exp_nonpositive(-0.5f * x * x); }
+[[gnu::always_inline]] inline float gelu_tanh_grad(float x) {
   const float t = vmath::tanh(kSqrt2_Pi * (x + 0.044715f * x * x * x));
   const float dinner = kSqrt2_Pi * (1.0f + 3.0f * 0.044715f * x * x);
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner;
@@ -155,7 +166,8 @@ sdk::Kernel unary(const char* name) {
                                 ": non-contiguous out= (left to aten_ref, which matches torch CPU's behaviour)"));
     const UnarySpec s = unary_spec(op, op == "gelu" ? string_arg(call, 1) : "none");
     if (y.numel() == 0) return;
-    if (!loop_is_faster(s.alg) && primitive_ok(x, y, transcendental(s.alg) ? 1 : kSmall)) return eltwise_fwd(x, y, s);
+    if (!loop_is_faster(s.alg, y.dtype()) && primitive_ok(x, y, transcendental(s.alg) ? 1 : kSmall))
+      return eltwise_fwd(x, y, s);
     dispatch_float(y.dtype(), op.c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       // One instantiation per op, so the function inlines into the loop.
@@ -183,10 +195,10 @@ sdk::Kernel activation_backward(const char* name) {
     // the vectorised loops at every size: oneDNN 2.6's eltwise backward took 3x
     // their time (262K floats: 111 against 37 us on one thread, 37 against 22 on
     // two; torch CPU 37 and 22), and no size measured in its favour. gelu's takes
-    // the primitive (but loop_is_faster), whose erf is vectorised (the loop calls libm).
+    // the primitive but where loop_is_faster.
     const bool tanh_approx = op == "gelu_backward" && string_arg(call, 2) == "tanh";
     const Alg gelu_alg = tanh_approx ? Alg::eltwise_gelu_tanh : Alg::eltwise_gelu_erf;
-    const bool prim = op == "gelu_backward" && !loop_is_faster(gelu_alg) && primitive_ok(g, out, kSmall) &&
+    const bool prim = op == "gelu_backward" && !loop_is_faster(gelu_alg, out.dtype()) && primitive_ok(g, out, kSmall) &&
                       d.numel() == g.numel() && same_layout(d, g) && !has_zero_stride(d);
     if (op == "threshold_backward") {
       const double th = call.scalar(2);

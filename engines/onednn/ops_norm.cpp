@@ -338,13 +338,15 @@ void check_layer_norm(const sdk::Call& call) {
 }  // namespace
 
 namespace {
-// Small contiguous float32 layer norm as row loops: at 32x128 the primitive's
-// fixed cost (descriptors, six memory objects) exceeded the whole computation.
+// Contiguous float32 layer norm as row loops: the forward of small inputs (at
+// 32x128 the primitive's fixed cost, descriptors and six memory objects, exceeded
+// the whole computation), the backward of any size (faster than the primitive).
 // The library is built for baseline x86-64 (SSE2); the bodies are inlined
 // into AVX2 and AVX-512 copies picked from the ISA oneDNN reports (as
 // loops.hpp does). The sums keep 32 independent partial sums, so every width
 // adds in the same order: the result does not depend on the ISA.
 constexpr int kLanes = 32;
+constexpr int64_t kLayerNormLoopMax = 8192;  // the primitive above, but where the loops are faster
 
 // Forward: per row the mean, then the centred variance, then the affine map.
 [[gnu::always_inline]] inline void ln_fwd_body(const float* x, float* y, int64_t M, int64_t N, const float* scale,
@@ -463,17 +465,12 @@ void layer_norm(const sdk::Call& call) {
   float *scale = buf.floats(s.N), *shift = buf.floats(s.N), *mean = buf.floats(s.M), *var = buf.floats(s.M);
   if (w) to_float_vec(*w, scale); else fill(scale, s.N, 1.0f);
   if (b) to_float_vec(*b, shift); else fill(shift, s.N, 0.0f);
-  if (is_f32(x.dtype()) && x.is_contiguous() && x.numel() <= kMemGrain) {
-    // Rows are independent: chunks of at least kSmall elements on the host pool,
-    // which may use more threads than the engine gives memory-bound calls
-    // (engine.cpp): a 512x128 batch on two threads took 24 us against 37 on one
-    // thread (torch CPU 22).
-    const float* xp = reinterpret_cast<const float*>(x.bytes());
-    float* yp = reinterpret_cast<float*>(y.bytes());
-    Threads wide(threads_for(static_cast<double>(x.numel()), kSmall));
-    host().parallel_for(0, s.M, std::max<int64_t>(1, kSmall / s.N), [&](int64_t r0, int64_t r1) {
-      layer_norm_rows(xp + r0 * s.N, yp + r0 * s.N, r1 - r0, s.N, scale, shift, eps, mean + r0, var + r0);
-    });
+  // The row loops only for small inputs: above 8K elements oneDNN's primitive
+  // was faster (512x128, one thread: 20 us against the loops' 40; torch CPU 40;
+  // 64x128: 5.8 us against 4.8).
+  if (is_f32(x.dtype()) && x.is_contiguous() && x.numel() <= kLayerNormLoopMax) {
+    layer_norm_rows(reinterpret_cast<const float*>(x.bytes()), reinterpret_cast<float*>(y.bytes()), s.M, s.N, scale,
+                    shift, eps, mean, var);
     if (mean_out.defined() && mean_out.numel() == s.M) from_float_vec(mean, mean_out);
     if (rstd_out.defined() && rstd_out.numel() == s.M) from_float_vec(var, rstd_out);
     return;
@@ -539,12 +536,18 @@ void layer_norm_backward(const sdk::Call& call) {
   if (w) to_float_vec(*w, scale); else fill(scale, s.N, 1.0f);
   to_float_vec(mean_t, mean);
   to_float_vec(rstd_t, var);
-  if (is_f32(x.dtype()) && x.is_contiguous() && g.is_contiguous() && x.numel() <= kMemGrain) {
-    // Blocks of rows of at least kSmall elements on the host pool (as the forward),
-    // each summing its parameter gradients into partials of its own, added in
-    // block order after: the result does not depend on the thread count.
-    // 512x128 on two threads: 22-26 us against 29-31 on one thread (torch CPU 20).
-    const int64_t rows = std::max<int64_t>(1, kSmall / s.N), blocks = (s.M + rows - 1) / rows;
+  // The row loops on AVX-512 at every size: faster than oneDNN's backward primitive
+  // at every size measured (one thread: 512x128 29 us against 44, 520x768 121
+  // against 166, 4096x512 0.73 ms against 0.95; two threads: 22, 83 and 387 us
+  // against 34, 97 and 497; torch CPU 31, 160, 1.04 ms and 20, 99, 654 us). On
+  // narrower vectors only for small inputs or wide rows: AVX2, one thread, 512x128
+  // took 42 us in the loops against 34 (torch CPU 31), 520x768 136 against 164.
+  const bool loops_faster = loops::width() == loops::Width::Avx512 || x.numel() <= kLayerNormLoopMax || s.N >= 512;
+  if (is_f32(x.dtype()) && x.is_contiguous() && g.is_contiguous() && loops_faster) {
+    // Blocks of rows of at least kSmall elements (at most 64 blocks) on the host
+    // pool, each summing its parameter gradients into partials of its own, added
+    // in block order after: the result does not depend on the thread count.
+    const int64_t rows = std::max({int64_t{1}, kSmall / s.N, (s.M + 63) / 64}), blocks = (s.M + rows - 1) / rows;
     float* partial = blocks > 1 ? buf.floats(2 * blocks * s.N) : dscale;
     fill(partial, (blocks > 1 ? 2 * blocks : 1) * s.N, 0.0f);
     if (blocks == 1) fill(dshift, s.N, 0.0f);

@@ -19,11 +19,19 @@ namespace {
 template <class T>
 using compute_t = std::conditional_t<std::is_same_v<T, sdk::bfloat16>, float, T>;
 
-// exp in the compute type: the vectorisable one for float (vmath.hpp).
+// sigmoid in the compute type: for float from exp(-|x|), which never overflows,
+// so the cheaper vmath::exp_nonpositive serves (silu of 8x64x344, one thread:
+// 63 us against 91 through vmath::exp, backward 73 against 105; torch CPU 74,
+// 93); as 1 / (1 + exp(-x)) for double.
 template <class C>
-inline C exp_c(C x) {
-  if constexpr (std::is_same_v<C, float>) return vmath::exp(x);
-  else return std::exp(x);
+inline C sigmoid_c(C x) {
+  if constexpr (std::is_same_v<C, float>) {
+    const float e = vmath::exp_nonpositive(-std::fabs(x));
+    const float r = 1.0f / (1.0f + e);
+    return x < 0.0f ? e * r : r;
+  } else {
+    return C(1) / (C(1) + std::exp(-x));
+  }
 }
 
 // out = op(self) for out's dtype among Ts; op is a generic lambda over the compute type.
@@ -75,7 +83,7 @@ sdk::Kernel math_unary(const char* name) {
     };
   if (n == "silu")
     return [](const sdk::Call& c) {
-      unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return x / (decltype(x)(1) + exp_c(-x)); });
+      unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return x * sigmoid_c(x); });
     };
   if (n == "sin") return trig<false>;
   if (n == "cos") return trig<true>;
@@ -110,7 +118,7 @@ void silu_backward(const sdk::Call& call) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     map2<T>(out, g, x, [](C dy, C v) {
-      const C s = C(1) / (C(1) + exp_c(-v));
+      const C s = sigmoid_c(v);
       return dy * s * (C(1) + v * (C(1) - s));
     });
   });

@@ -121,6 +121,14 @@ def _comparison_cases(ctx):
 _POSITIVE_DOMAIN = {"log", "log2", "log10", "log1p", "sqrt", "rsqrt"}
 
 
+def _activation_sweep(dtype):
+    """Inputs across an activation's range: where kernels' erf and exp change regime,
+    and far into the tails."""
+    return torch.cat([torch.linspace(-12, 12, 241, dtype=torch.float64),
+                      torch.linspace(-1, 1, 101, dtype=torch.float64),
+                      torch.tensor([-100.0, -88.0, -87.0, 87.0, 88.0, 100.0], dtype=torch.float64)]).to(dtype)
+
+
 @register("relu", "sigmoid", "tanh", "gelu", "silu", "exp", "log", "sqrt", "rsqrt", "neg", "abs",
          "sin", "cos", "erf", "log1p", "expm1", "reciprocal", "hardtanh", "leaky_relu", "elu",
          "hardswish", "hardsigmoid", "mish", "softplus", "log2", "log10", "sign", "floor",
@@ -135,10 +143,8 @@ def _unary_cases(ctx):
         sweep = torch.cat([torch.linspace(-20, 20, 161, dtype=torch.float64),
                            torch.linspace(-0.7, 0.7, 113, dtype=torch.float64)]).to(ctx.dtype)
         cases.append(Case("sweep of |x| up to 20", ctx.of(sweep)))
-    if ctx.base == "gelu" and ctx.dtype == torch.float32:  # kernels' own erf over its whole range
-        sweep = torch.cat([torch.linspace(-12, 12, 241, dtype=torch.float64),
-                           torch.linspace(-1, 1, 101, dtype=torch.float64)]).to(ctx.dtype)
-        cases.append(Case("sweep of x in [-12, 12]", ctx.of(sweep)))
+    if ctx.base in ("gelu", "silu") and ctx.dtype == torch.float32:  # kernels' own erf and exp
+        cases.append(Case("sweep of x in [-12, 12], and +-87, +-100", ctx.of(_activation_sweep(ctx.dtype))))
     if ctx.base in ("sin", "cos") and ctx.dtype == torch.float32:  # argument reduction far from 0
         big = torch.linspace(-1e5, 1e5, 77, dtype=torch.float64).to(ctx.dtype)
         cases.append(Case("large arguments (|x| up to 1e5)", ctx.of(big)))
@@ -273,10 +279,9 @@ def _activation_backward_cases(ctx):
         cases.append(Case("exact values (0, -0, +-1, ...)", ctx.t(len(_EXACT_VALUES)), ctx.of(exact), *extra))
     if ctx.base == "threshold_backward":
         cases.append(Case("threshold=0.5", ctx.t(5, 7, 11), ctx.t(5, 7, 11), ctx.number(0.5, 1)))
-    if ctx.base == "gelu_backward" and ctx.dtype == torch.float32:  # kernels' own erf and exp
-        sweep = torch.cat([torch.linspace(-12, 12, 241, dtype=torch.float64),
-                           torch.linspace(-1, 1, 101, dtype=torch.float64)]).to(ctx.dtype)
-        cases.append(Case("sweep of x in [-12, 12]", ctx.t(len(sweep)), ctx.of(sweep), *extra))
+    if ctx.base in ("gelu_backward", "silu_backward") and ctx.dtype == torch.float32:  # kernels' own erf and exp
+        sweep = _activation_sweep(ctx.dtype)
+        cases.append(Case("sweep of x in [-12, 12], and +-87, +-100", ctx.t(len(sweep)), ctx.of(sweep), *extra))
     if ctx.has("approximate"):
         cases.append(Case("approximate=tanh", ctx.t(5, 7, 11), ctx.t(5, 7, 11), approximate="tanh"))
     return cases

@@ -1,9 +1,9 @@
 // add/sub (with alpha), mul, div, maximum, minimum with broadcasting, in the
-// functional, in-place and out= forms. Large tensor-tensor add/sub/mul/div (in
-// float32, above 1M elements) go to oneDNN's binary primitive (src1 broadcast through size-1 dims, alpha as a
-// src1 scale); Python numbers (0-dim wrapped scalars), small tensors, expanded
-// views, maximum/minimum (NaN must propagate, as in ATen) and bfloat16 on CPUs
-// without oneDNN bf16 primitives (isa.hpp) run plain loops.
+// functional, in-place and out= forms. Large tensor-tensor add/sub/mul/div of one
+// shape (in float32: above 1M elements) go to oneDNN's binary primitive (alpha as a
+// src1 scale); Python numbers (0-dim wrapped scalars), smaller tensors, broadcast
+// or expanded operands, maximum/minimum (NaN must propagate, as in ATen) and
+// bfloat16 on CPUs without oneDNN bf16 primitives (isa.hpp) run plain loops.
 #include <cmath>
 #include <type_traits>
 

@@ -37,8 +37,9 @@ bool primitive_ok(const sdk::Tensor& a, const sdk::Tensor& b, int64_t min_numel)
 }
 
 // Ops built on erf/exp/tanh/log take the primitive at every size: its JIT
-// kernels are vectorised, where the loop calls libm once per element (gelu 32x128
-// through std::erf: 27 us in the loop, against 9.9 us on torch CPU).
+// kernels are vectorised, where a loop calling libm once per element is not
+// (sigmoid, exp and log still do; gelu 32x128 through std::erf took 27 us in the
+// loop, against 9.9 us on torch CPU).
 bool transcendental(Alg a) { return a != Alg::eltwise_relu && a != Alg::eltwise_abs && a != Alg::eltwise_sqrt; }
 
 // Except, where the engine's vectorised loops (vmath.hpp) measured faster, on 262K
@@ -80,7 +81,9 @@ float relu_f(float x) { return x > 0.0f || x != x ? x : 0.0f; }
 float gelu_erf_f(float x) { return x * normal_cdf(x); }
 float gelu_tanh_f(float x) { return 0.5f * x * (1.0f + vmath::tanh(kSqrt2_Pi * (x + 0.044715f * x * x * x))); }
 // d/dx of gelu: Phi(x) + x * phi(x), phi the normal density; and of its tanh form.
-[[gnu::always_inline]] inline float gelu_erf_grad(float x) { return normal_cdf(x) + x * kInvSqrt2Pi * vmath::exp_nonpositive(-0.5f * x * x); }
+[[gnu::always_inline]] inline float gelu_erf_grad(float x) {
+  return normal_cdf(x) + x * kInvSqrt2Pi * vmath::exp_nonpositive(-0.5f * x * x);
+}
 [[gnu::always_inline]] inline float gelu_tanh_grad(float x) {
   const float t = vmath::tanh(kSqrt2_Pi * (x + 0.044715f * x * x * x));
   const float dinner = kSqrt2_Pi * (1.0f + 3.0f * 0.044715f * x * x);
@@ -198,8 +201,9 @@ sdk::Kernel activation_backward(const char* name) {
     // the primitive but where loop_is_faster.
     const bool tanh_approx = op == "gelu_backward" && string_arg(call, 2) == "tanh";
     const Alg gelu_alg = tanh_approx ? Alg::eltwise_gelu_tanh : Alg::eltwise_gelu_erf;
-    const bool prim = op == "gelu_backward" && !loop_is_faster(gelu_alg, out.dtype()) && primitive_ok(g, out, kSmall) &&
-                      d.numel() == g.numel() && same_layout(d, g) && !has_zero_stride(d);
+    const bool prim = op == "gelu_backward" && !loop_is_faster(gelu_alg, out.dtype()) &&
+                      primitive_ok(g, out, kSmall) && d.numel() == g.numel() && same_layout(d, g) &&
+                      !has_zero_stride(d);
     if (op == "threshold_backward") {
       const double th = call.scalar(2);
       const float t = static_cast<float>(th);
@@ -235,9 +239,11 @@ sdk::Kernel activation_backward(const char* name) {
         using T = typename decltype(tag)::type;
         // One instantiation per formula, so the loop has no branch to keep it scalar.
         if (tanh_approx)
-          map2<T>(out, g, d, [](T gv, T xv) { return static_cast<float>(gv) * gelu_tanh_grad(static_cast<float>(xv)); });
+          map2<T>(out, g, d,
+                  [](T gv, T xv) { return static_cast<float>(gv) * gelu_tanh_grad(static_cast<float>(xv)); });
         else
-          map2<T>(out, g, d, [](T gv, T xv) { return static_cast<float>(gv) * gelu_erf_grad(static_cast<float>(xv)); });
+          map2<T>(out, g, d,
+                  [](T gv, T xv) { return static_cast<float>(gv) * gelu_erf_grad(static_cast<float>(xv)); });
       });
       return;
     }

@@ -340,7 +340,8 @@ void check_layer_norm(const sdk::Call& call) {
 namespace {
 // Contiguous float32 layer norm as row loops: the forward of small inputs (at
 // 32x128 the primitive's fixed cost, descriptors and six memory objects, exceeded
-// the whole computation), the backward of any size (faster than the primitive).
+// the whole computation), the backward where it beat the primitive (on AVX-512 at
+// every size; layer_norm_backward).
 // The library is built for baseline x86-64 (SSE2); the bodies are inlined
 // into AVX2 and AVX-512 copies picked from the ISA oneDNN reports (as
 // loops.hpp does). The sums keep 32 independent partial sums, so every width
@@ -465,9 +466,9 @@ void layer_norm(const sdk::Call& call) {
   float *scale = buf.floats(s.N), *shift = buf.floats(s.N), *mean = buf.floats(s.M), *var = buf.floats(s.M);
   if (w) to_float_vec(*w, scale); else fill(scale, s.N, 1.0f);
   if (b) to_float_vec(*b, shift); else fill(shift, s.N, 0.0f);
-  // The row loops only for small inputs: above 8K elements oneDNN's primitive
-  // was faster (512x128, one thread: 20 us against the loops' 40; torch CPU 40;
-  // 64x128: 5.8 us against 4.8).
+  // The row loops only for small inputs: above 8K elements oneDNN's primitive was
+  // the faster (512x128, one thread: the primitive 20 us, the loops 40, torch CPU
+  // 40; 64x128: the primitive 5.8 us, the loops 4.8).
   if (is_f32(x.dtype()) && x.is_contiguous() && x.numel() <= kLayerNormLoopMax) {
     layer_norm_rows(reinterpret_cast<const float*>(x.bytes()), reinterpret_cast<float*>(y.bytes()), s.M, s.N, scale,
                     shift, eps, mean, var);

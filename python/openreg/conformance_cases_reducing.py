@@ -272,7 +272,7 @@ def _layer_norm_cases(ctx):
         case("mean offset 10", ctx.of(ctx.values((5, 7, 11)) + 10), [11], ctx.t(11), ctx.t(11)),
         # rows of 70: the 32-wide body of engines' row loops and a tail
         case("3x5x70 over [70]", ctx.t(3, 5, 70), [70], ctx.t(70), ctx.t(70)),
-        # 64000 elements: engines' row loops split into blocks of rows over threads
+        # 64000 elements: past engines' small-input row loops (onednn's primitive from 8K)
         case("1000x64 over [64]", ctx.t(1000, 64), [64], ctx.t(64), ctx.t(64)),
         case("zero-size batch", ctx.t(0, 11), [11], ctx.t(11), ctx.t(11)),
     ]

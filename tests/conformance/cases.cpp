@@ -516,8 +516,8 @@ std::vector<Case> layer_norm(const Name& n, openreg_dtype d) {
       {"257x263 over 263 (parallel path)", {257, 263}, {263}, Layout::Contiguous, true, {1, 1, 1}},
       {"zero-size 0x11 over 11", {0, 11}, {11}, Layout::Contiguous, true, {1, 0, 0}},
   };
-  // Engines' float32 row loops split 64000 elements into blocks of rows. Not in
-  // 16-bit floats: torch CPU's bfloat16 weight gradient of 1000 rows is off by 4.7
+  // 64000 float32 elements: onednn's backward row loops split them into blocks of
+  // rows (its forward takes the primitive there). Not in 16-bit floats: torch CPU's bfloat16 weight gradient of 1000 rows is off by 4.7
   // against float64 (on sums up to 140; onednn's 0.24), too coarse a reference.
   if (d.code == OPENREG_DTYPE_CODE_FLOAT && d.bits == 32)
     shapes.push_back({"1000x64 over 64 (blocks of rows)", {1000, 64}, {64}, Layout::Contiguous, true, {1, 1, 1}});

@@ -1,6 +1,7 @@
 // The Eigen engine's op table: every operator it advertises, for which dtypes,
 // and the kernel serving it. Anything else (and anything a kernel declines)
 // falls back to the next engine of the chain, in the end aten_ref.
+#include <openreg/sdk/indexing.hpp>
 #include <openreg/sdk/tensor_ops.hpp>
 
 #include <string>
@@ -209,7 +210,7 @@ sdk::EngineDef build() {
   e.op("aten::avg_pool2d", fl, ee::avg_pool2d);
   e.op("aten::avg_pool2d_backward", fl, ee::avg_pool2d_backward);
 
-  // ---- kernels shared with the onednn engine (sdk/tensor_ops.hpp): tensor
+  // ---- kernels shared with the onednn engine (sdk/tensor_ops.hpp, sdk/indexing.hpp): tensor
   // plumbing real models call between the heavy ops (masks, positions,
   // embedding gradients), so they do not cross to the reference engine.
   {
@@ -223,6 +224,9 @@ sdk::EngineDef build() {
       e.op(n, all_dtypes, sdk::ops::all);
     for (const char* n : {"aten::any", "aten::any.dim", "aten::any.dims", "aten::any.out", "aten::any.all_out"})
       e.op(n, all_dtypes, sdk::ops::any);
+    // gather and x[idx, ...] (sdk/indexing.hpp): token-type ids and padding masks.
+    for (const char* n : {"aten::gather", "aten::gather.out"}) e.op(n, all_dtypes, sdk::ops::gather);
+    for (const char* n : {"aten::index.Tensor", "aten::index.Tensor_out"}) e.op(n, all_dtypes, sdk::ops::index);
     e.op("aten::arange.start_out", {f32, f64, bf16, sdk::dtypes::float16, sdk::dtypes::int64, sdk::dtypes::int32},
          sdk::ops::arange);  // routed by out's dtype, its only tensor
     e.op("aten::embedding_dense_backward", {f32, f64, bf16, sdk::dtypes::float16},

@@ -1,4 +1,5 @@
 // The oneDNN engine: op table, init (dnnl engine, version, threads) and release.
+#include <openreg/sdk/indexing.hpp>
 #include <openreg/sdk/tensor_ops.hpp>
 
 #include <omp.h>
@@ -177,7 +178,7 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     op("aten::max_pool2d_with_indices_backward", oe::max_pool2d_with_indices_backward);
     op_prim("aten::avg_pool2d", oe::avg_pool2d);
     op_prim("aten::avg_pool2d_backward", oe::avg_pool2d_backward);
-    // ---- kernels shared with the eigen engine (sdk/tensor_ops.hpp): tensor
+    // ---- kernels shared with the eigen engine (sdk/tensor_ops.hpp, sdk/indexing.hpp): tensor
     // plumbing real models call between the heavy ops (masks, positions,
     // embedding gradients), so they do not cross to the reference engine.
     {
@@ -193,6 +194,9 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
         shared(n, sdk::ops::all);
       for (const char* n : {"aten::any", "aten::any.dim", "aten::any.dims", "aten::any.out", "aten::any.all_out"})
         shared(n, sdk::ops::any);
+      // gather and x[idx, ...] (sdk/indexing.hpp): token-type ids and padding masks.
+      for (const char* n : {"aten::gather", "aten::gather.out"}) shared(n, sdk::ops::gather);
+      for (const char* n : {"aten::index.Tensor", "aten::index.Tensor_out"}) shared(n, sdk::ops::index);
       e.op("aten::arange.start_out", {f32, f64, bf16, sdk::dtypes::float16, i64, sdk::dtypes::int32},
            oe::guarded(sdk::ops::arange));  // routed by out's dtype, its only tensor
       e.op("aten::embedding_dense_backward", {f32, f64, bf16, sdk::dtypes::float16},

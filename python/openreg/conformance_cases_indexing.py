@@ -1,5 +1,6 @@
 """Case families of ``python -m openreg conformance`` for ops that move elements
-without arithmetic: index_select (what embedding becomes), cat, where. See
+without arithmetic: index_select (what embedding becomes), gather, index
+(x[idx, ...]), cat, where. See
 :mod:`openreg.conformance_cases`."""
 
 import torch
@@ -26,6 +27,49 @@ def _index_select_cases(ctx):
         Case("empty index", ctx.t(5, 7), 0, _index([])),
         Case("64 rows of 100x16 (embedding)", ctx.t(100, 16), 0, T(rows, grad=False)),
         Case("200 rows of 300x257 (parallel path)", ctx.t(300, 257), 0, T(many, grad=False)),
+    ]
+
+
+def _randint(ctx, lo, hi, *shape, dtype=torch.int64):
+    return T(torch.randint(lo, hi, shape, generator=ctx.gen, dtype=dtype), grad=False)
+
+
+@register("gather")
+def _gather_cases(ctx):
+    """(self, dim, index): index smaller than self in the other dims, each dim,
+    transposed self, expanded and empty index, BERT's token types, the parallel path."""
+    expanded = T(torch.randint(0, 7, (1, 3), generator=ctx.gen), lambda t: t.expand(5, 3), grad=False)
+    return [
+        Case("5x7x11 dim=0, index 3x7x11", ctx.t(5, 7, 11), 0, _randint(ctx, 0, 5, 3, 7, 11)),
+        Case("5x7x11 dim=1, index 5x4x6", ctx.t(5, 7, 11), 1, _randint(ctx, 0, 7, 5, 4, 6)),
+        Case("transposed 7x11 dim=-1, index 7x13", ctx.t(7, 11, layout="transposed"), -1,
+             _randint(ctx, 0, 11, 7, 13)),
+        Case("5x7 dim=1, expanded index 5x3", ctx.t(5, 7), 1, expanded),
+        Case("empty index 0x7", ctx.t(5, 7), 0, _randint(ctx, 0, 5, 0, 7)),
+        Case("1x128 dim=1, index 1x64 (token types)", ctx.t(1, 128), 1, _randint(ctx, 0, 128, 1, 64)),
+        Case("300x257 dim=0 (parallel path)", ctx.t(300, 257), 0, _randint(ctx, 0, 300, 300, 257)),
+    ]
+
+
+@register("index")
+def _index_cases(ctx):
+    """index.Tensor(self, indices): one index, several broadcast at adjacent dims,
+    non-adjacent dims (the broadcast shape goes first), negative values, int32,
+    transposed self, a 0-dim and an empty index, BERT's padding-mask lookup, the
+    parallel path."""
+    r = lambda lo, hi, *shape, dtype=torch.int64: _randint(ctx, lo, hi, *shape, dtype=dtype)  # noqa: E731
+    return [
+        Case("5x7x11 [i of 4]", ctx.t(5, 7, 11), [r(0, 5, 4)]),
+        Case("5x7x11 [:, 3x1, 4]", ctx.t(5, 7, 11), [None, r(0, 7, 3, 1), r(0, 11, 4)]),
+        Case("5x7x11 [6, :, 6] (non-adjacent)", ctx.t(5, 7, 11), [r(0, 5, 6), None, r(0, 11, 6)]),
+        Case("5x7x11 [:, negative i of 9]", ctx.t(5, 7, 11), [None, r(-7, 7, 9)]),
+        Case("5x7x11 [:, i of 9 int32]", ctx.t(5, 7, 11), [None, r(0, 7, 9, dtype=torch.int32)]),
+        Case("transposed 7x11 [i of 3]", ctx.t(7, 11, layout="transposed"), [r(0, 7, 3)]),
+        Case("5x7 [0-dim]", ctx.t(5, 7), [_index(3)]),
+        Case("5x7 [:, empty]", ctx.t(5, 7), [None, _index([])]),
+        Case("8x64 [8x1x1x1, 1x1x1x64] (padding mask)", ctx.t(8, 64),
+             [r(0, 8, 8, 1, 1, 1), r(0, 64, 1, 1, 1, 64)]),
+        Case("300x257 [i of 200] (parallel path)", ctx.t(300, 257), [r(0, 300, 200)]),
     ]
 
 

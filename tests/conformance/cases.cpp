@@ -836,6 +836,72 @@ std::vector<Case> index_select(const Name& n, openreg_dtype d) {
   return variant(n, "aten::index_select", cases);
 }
 
+// gather(self, dim, index): index smaller than self in the other dims, each dim,
+// transposed self, expanded and empty index, BERT's token types, the parallel path.
+std::vector<Case> gather(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  auto add = [&](std::string label, TensorSpec self, int64_t dim, Shape index_shape, int64_t hi,
+                 Layout index_layout = Layout::Contiguous) {
+    Builder b(std::move(label));
+    b.tensor(std::move(self)).arg(Arg::integer(dim));
+    TensorSpec index = T(dt::int64, std::move(index_shape), index_layout, Domain::Index);
+    index.hi = hi;
+    b.tensor(index).arg(Arg::boolean(false));  // sparse_grad
+    cases.push_back(b.done());
+  };
+  add("5x7x11 dim=0, index 3x7x11", T(d, {5, 7, 11}), 0, {3, 7, 11}, 5);
+  add("5x7x11 dim=1, index 5x4x6", T(d, {5, 7, 11}), 1, {5, 4, 6}, 7);
+  add("transposed 7x11 dim=-1, index 7x13", T(d, {7, 11}, Layout::Transposed), -1, {7, 13}, 11);
+  add("5x7 dim=1, expanded index 5x3", T(d, {5, 7}), 1, {5, 3}, 7, Layout::Expanded);
+  add("empty index 0x7", T(d, {5, 7}), 0, {0, 7}, 5);
+  add("1x128 dim=1, index 1x64 (token types)", T(d, {1, 128}), 1, {1, 64}, 128);
+  add("300x257 dim=0 (parallel path)", T(d, {300, 257}), 0, {300, 257}, 300);
+  return variant(n, "aten::gather", cases);
+}
+
+// index.Tensor(self, indices): one index, several broadcast at adjacent dims,
+// non-adjacent dims (the broadcast shape goes first), int32, transposed self,
+// a 0-dim and an empty index, BERT's padding-mask lookup, the parallel path.
+// (Negative indices: the Python-mode cases.)
+std::vector<Case> index(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  struct Ix {
+    Shape shape;  // empty with hi 0: None
+    int64_t hi;
+    openreg_dtype dtype = dt::int64;
+  };
+  auto add = [&](std::string label, TensorSpec self, std::vector<Ix> indices) {
+    Case c;
+    c.label = std::move(label);
+    c.tensors.push_back(std::move(self));
+    c.args.push_back(Arg::tensor_at(0));
+    std::vector<int> items;
+    for (Ix& ix : indices) {
+      if (ix.hi == 0) {
+        items.push_back(-1);
+        continue;
+      }
+      TensorSpec t = T(ix.dtype, std::move(ix.shape), Layout::Contiguous, Domain::Index);
+      t.hi = ix.hi;
+      c.tensors.push_back(t);
+      items.push_back(static_cast<int>(c.tensors.size()) - 1);
+    }
+    c.args.push_back(Arg::tensor_list(items));
+    cases.push_back(c);
+  };
+  const Ix none{{}, 0};
+  add("5x7x11 [i of 4]", T(d, {5, 7, 11}), {{{4}, 5}});
+  add("5x7x11 [:, 3x1, 4]", T(d, {5, 7, 11}), {none, {{3, 1}, 7}, {{4}, 11}});
+  add("5x7x11 [6, :, 6] (non-adjacent)", T(d, {5, 7, 11}), {{{6}, 5}, none, {{6}, 11}});
+  add("5x7x11 [:, i of 9 int32]", T(d, {5, 7, 11}), {none, {{9}, 7, dt::int32}});
+  add("transposed 7x11 [i of 3]", T(d, {7, 11}, Layout::Transposed), {{{3}, 7}});
+  add("5x7 [0-dim]", T(d, {5, 7}), {{{}, 5}});
+  add("5x7 [:, empty]", T(d, {5, 7}), {none, {{0}, 7}});
+  add("8x64 [8x1x1x1, 1x1x1x64] (padding mask)", T(d, {8, 64}), {{{8, 1, 1, 1}, 8}, {{1, 1, 1, 64}, 64}});
+  add("300x257 [i of 200] (parallel path)", T(d, {300, 257}), {{{200}, 300}});
+  return variant(n, twin_of(n, "Tensor"), cases);
+}
+
 // cat(tensors, dim): uneven parts along each dim, one part, a zero-size part, the
 // legacy empty 1-d part, a transposed part, large enough for the parallel path.
 std::vector<Case> cat(const Name& n, openreg_dtype d) {
@@ -1233,6 +1299,8 @@ const std::map<std::string, FamilyInfo>& families() {
       t[op] = {foreach_op, &kFloats};
     for (const char* op : {"_fused_adam", "_fused_adamw", "_fused_sgd"}) t[op] = {fused_optim, &kFloats};
     t["index_select"] = {index_select, &kAll};
+    t["gather"] = {gather, &kAll};
+    t["index"] = {index, &kAll};
     t["cat"] = {cat, &kAll};
     t["where"] = {where, &kBool};
     for (const char* op : {"tril", "triu"}) t[op] = {triangle, &kAll};

@@ -5,6 +5,7 @@
 //   strided.hpp  broadcasting, sdk::for_each_row, unary_map / binary_map
 //   engine.hpp   sdk::EngineDef: the op table and the openreg_engine table
 //   rnn.hpp      the fused LSTM/GRU cell kernels, sdk::rnn::register_ops
+//   tensor_ops.hpp, indexing.hpp  kernels shared by every engine (fill_, tril, cat, gather, index, ...)
 // Only the C header openreg/engine.h is the ABI; these helpers are compiled into
 // each engine, so engines built with different SDK versions coexist.
 #pragma once
@@ -15,6 +16,7 @@
 #include <openreg/sdk/engine.hpp>
 #include <openreg/sdk/reduce.hpp>
 #include <openreg/sdk/rnn.hpp>
+#include <openreg/sdk/indexing.hpp>
 #include <openreg/sdk/tensor_ops.hpp>
 #include <openreg/sdk/status.hpp>
 #include <openreg/sdk/strided.hpp>

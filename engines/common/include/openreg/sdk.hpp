@@ -5,6 +5,7 @@
 //   strided.hpp  broadcasting, sdk::for_each_row, unary_map / binary_map
 //   engine.hpp   sdk::EngineDef: the op table and the openreg_engine table
 //   rnn.hpp      the fused LSTM/GRU cell kernels, sdk::rnn::register_ops
+//   vector_isa.hpp  run_vectorised: a loop run from an AVX2 or AVX-512 clone
 //   tensor_ops.hpp, indexing.hpp  kernels shared by every engine (fill_, tril, cat, gather, index, ...)
 // Only the C header openreg/engine.h is the ABI; these helpers are compiled into
 // each engine, so engines built with different SDK versions coexist.
@@ -20,3 +21,4 @@
 #include <openreg/sdk/tensor_ops.hpp>
 #include <openreg/sdk/status.hpp>
 #include <openreg/sdk/strided.hpp>
+#include <openreg/sdk/vector_isa.hpp>

@@ -22,6 +22,7 @@
 #include <openreg/sdk/call.hpp>
 #include <openreg/sdk/engine.hpp>
 #include <openreg/sdk/strided.hpp>
+#include <openreg/sdk/vector_isa.hpp>
 
 #include <algorithm>
 #include <array>
@@ -125,8 +126,8 @@ struct AdamParams {
 // The element loop, without branches on the options but amsgrad and Adam's L2 term
 // (the others are exact multiplications by 1 when off), so it vectorises.
 template <class T, bool kAmsgrad, bool kL2>
-void adam_loop(const Host& host, const AdamParams& p, double step, T* param, T* grad, T* exp_avg, T* exp_avg_sq,
-               T* max_exp_avg_sq, int64_t n, const float* grad_scale) {
+void adam_loop(const Host& host, VectorIsa isa, const AdamParams& p, double step, T* param, T* grad, T* exp_avg,
+               T* exp_avg_sq, T* max_exp_avg_sq, int64_t n, const float* grad_scale) {
   using M = opmath_t<T>;
   const double bias_correction1 = 1 - std::pow(p.beta1, step);
   const double bias_correction2 = 1 - std::pow(p.beta2, step);
@@ -140,45 +141,47 @@ void adam_loop(const Host& host, const AdamParams& p, double step, T* param, T* 
   const M sign = p.maximize ? M(-1) : M(1);
   const M scale = grad_scale ? static_cast<M>(*grad_scale) : M(1);  // x / 1 is exact
   host.parallel_for(0, n, kGrain, [=](int64_t b, int64_t e) {
-    // Distinct tensors (the host's overlap checks for written lists): restrict lets
-    // the compiler vectorise.
-    T* __restrict param_ = param;
-    T* __restrict grad_ = grad;
-    T* __restrict avg_ = exp_avg;
-    T* __restrict sq_ = exp_avg_sq;
-    T* __restrict max_ = max_exp_avg_sq;
-    for (int64_t d = b; d < e; ++d) {
-      M g = static_cast<M>(grad_[d]) / scale;
-      grad_[d] = static_cast<T>(g);  // unscaled gradients are written back, as CPU does (same value without)
-      g = g * sign;
-      M x = static_cast<M>(param_[d]) * decay;
-      if constexpr (kL2) g += x * wd;
-      M m = static_cast<M>(avg_[d]);
-      m = m * beta1 + avg_coef * g;
-      avg_[d] = static_cast<T>(m);
-      M v = static_cast<M>(sq_[d]);
-      v = v * beta2;
-      v = v + sq_coef * g * g;
-      sq_[d] = static_cast<T>(v);
-      M denom;
-      if constexpr (kAmsgrad) {
-        const M vmax = std::max(static_cast<M>(max_[d]), v);
-        max_[d] = static_cast<T>(vmax);
-        denom = std::sqrt(vmax) / bc2_sqrt + eps;
-      } else {
-        denom = std::sqrt(v) / bc2_sqrt + eps;
+    run_vectorised(isa, [=]() OPENREG_SDK_ROW_LAMBDA {
+      // Distinct tensors (the host's overlap checks for written lists): restrict lets
+      // the compiler vectorise.
+      T* __restrict param_ = param;
+      T* __restrict grad_ = grad;
+      T* __restrict avg_ = exp_avg;
+      T* __restrict sq_ = exp_avg_sq;
+      T* __restrict max_ = max_exp_avg_sq;
+      for (int64_t d = b; d < e; ++d) {
+        M g = static_cast<M>(grad_[d]) / scale;
+        grad_[d] = static_cast<T>(g);  // unscaled gradients are written back, as CPU does (same value without)
+        g = g * sign;
+        M x = static_cast<M>(param_[d]) * decay;
+        if constexpr (kL2) g += x * wd;
+        M m = static_cast<M>(avg_[d]);
+        m = m * beta1 + avg_coef * g;
+        avg_[d] = static_cast<T>(m);
+        M v = static_cast<M>(sq_[d]);
+        v = v * beta2;
+        v = v + sq_coef * g * g;
+        sq_[d] = static_cast<T>(v);
+        M denom;
+        if constexpr (kAmsgrad) {
+          const M vmax = std::max(static_cast<M>(max_[d]), v);
+          max_[d] = static_cast<T>(vmax);
+          denom = std::sqrt(vmax) / bc2_sqrt + eps;
+        } else {
+          denom = std::sqrt(v) / bc2_sqrt + eps;
+        }
+        param_[d] = static_cast<T>(x - step_size * m / denom);
       }
-      param_[d] = static_cast<T>(x - step_size * m / denom);
-    }
+    });
   });
 }
 
 template <class T>
-void adam_tensor(const Host& host, const AdamParams& p, double step, T* param, T* grad, T* exp_avg, T* exp_avg_sq,
-                 T* max_exp_avg_sq, int64_t n, const float* grad_scale) {
+void adam_tensor(const Host& host, VectorIsa isa, const AdamParams& p, double step, T* param, T* grad, T* exp_avg,
+                 T* exp_avg_sq, T* max_exp_avg_sq, int64_t n, const float* grad_scale) {
   const bool l2 = !p.adamw && p.weight_decay != 0;
   auto run = [&](auto ams, auto l2_) {
-    adam_loop<T, decltype(ams)::value, decltype(l2_)::value>(host, p, step, param, grad, exp_avg, exp_avg_sq,
+    adam_loop<T, decltype(ams)::value, decltype(l2_)::value>(host, isa, p, step, param, grad, exp_avg, exp_avg_sq,
                                                              max_exp_avg_sq, n, grad_scale);
   };
   using Y = std::true_type;
@@ -190,7 +193,7 @@ void adam_tensor(const Host& host, const AdamParams& p, double step, T* param, T
 // _fused_adam[w]_(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *,
 // lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf).
 // state_steps are read, not incremented (torch.optim increments them before).
-inline void fused_adam(const Call& call, bool adamw) {
+inline void fused_adam(const Call& call, bool adamw, VectorIsa isa) {
   const std::vector<Tensor> params = call.tensor_list(0), grads = call.tensor_list(1), avgs = call.tensor_list(2),
                             sqs = call.tensor_list(3), maxs = call.tensor_list(4), steps = call.tensor_list(5);
   AdamParams p{lr_arg(call, 6),       call.double_arg(7), call.double_arg(8), call.double_arg(9),
@@ -208,7 +211,7 @@ inline void fused_adam(const Call& call, bool adamw) {
   dispatch<float, double, bfloat16>(dtype, call.op_name().data(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     for (size_t k = 0; k < params.size(); ++k) {
-      adam_tensor<T>(call.host(), p, steps[k].item(), params[k].data<T>(), grads[k].data<T>(), avgs[k].data<T>(),
+      adam_tensor<T>(call.host(), isa, p, steps[k].item(), params[k].data<T>(), grads[k].data<T>(), avgs[k].data<T>(),
                      sqs[k].data<T>(), p.amsgrad ? maxs[k].data<T>() : nullptr, params[k].numel(), grad_scale);
     }
   });
@@ -222,39 +225,42 @@ struct SgdParams {
 };
 
 template <class T>
-void sgd_tensor(const Host& host, const SgdParams& p, T* param, T* grad, T* buf, int64_t n, const float* grad_scale) {
+void sgd_tensor(const Host& host, VectorIsa isa, const SgdParams& p, T* param, T* grad, T* buf, int64_t n,
+                const float* grad_scale) {
   using M = opmath_t<T>;
   const M wd = static_cast<M>(p.weight_decay), mom = static_cast<M>(p.momentum), lr = static_cast<M>(p.lr);
   const M damp = static_cast<M>(1 - p.dampening);
   const bool has_wd = p.weight_decay != 0, has_mom = p.momentum != 0, maximize = p.maximize,
              nesterov = p.nesterov, first = p.is_first_step;
   host.parallel_for(0, n, kGrain, [=](int64_t b, int64_t e) {
-    T* __restrict param_ = param;  // distinct tensors: restrict lets the compiler vectorise
-    T* __restrict grad_ = grad;
-    T* __restrict buf_ = buf;
-    for (int64_t d = b; d < e; ++d) {
-      M g = static_cast<M>(grad_[d]);
-      const M x = static_cast<M>(param_[d]);
-      if (grad_scale) {
-        g = g / static_cast<M>(*grad_scale);
-        grad_[d] = static_cast<T>(g);
+    run_vectorised(isa, [=]() OPENREG_SDK_ROW_LAMBDA {
+      T* __restrict param_ = param;  // distinct tensors: restrict lets the compiler vectorise
+      T* __restrict grad_ = grad;
+      T* __restrict buf_ = buf;
+      for (int64_t d = b; d < e; ++d) {
+        M g = static_cast<M>(grad_[d]);
+        const M x = static_cast<M>(param_[d]);
+        if (grad_scale) {
+          g = g / static_cast<M>(*grad_scale);
+          grad_[d] = static_cast<T>(g);
+        }
+        if (maximize) g = -g;
+        if (has_wd) g += x * wd;
+        if (has_mom) {
+          M v = first ? g : static_cast<M>(buf_[d]) * mom + g * damp;
+          buf_[d] = static_cast<T>(v);
+          if (nesterov) g += v * mom;
+          else g = v;
+        }
+        param_[d] = static_cast<T>(x - g * lr);
       }
-      if (maximize) g = -g;
-      if (has_wd) g += x * wd;
-      if (has_mom) {
-        M v = first ? g : static_cast<M>(buf_[d]) * mom + g * damp;
-        buf_[d] = static_cast<T>(v);
-        if (nesterov) g += v * mom;
-        else g = v;
-      }
-      param_[d] = static_cast<T>(x - g * lr);
-    }
+    });
   });
 }
 
 // _fused_sgd_(self, grads, momentum_buffer_list, *, weight_decay, momentum, lr,
 // dampening, nesterov, maximize, is_first_step, grad_scale, found_inf).
-inline void fused_sgd(const Call& call) {
+inline void fused_sgd(const Call& call, VectorIsa isa) {
   const std::vector<Tensor> params = call.tensor_list(0), grads = call.tensor_list(1), bufs = call.tensor_list(2);
   SgdParams p{call.double_arg(3), call.double_arg(4), lr_arg(call, 5),   call.double_arg(6),
               call.bool_arg(7),   call.bool_arg(8),   call.bool_arg(9)};
@@ -270,7 +276,7 @@ inline void fused_sgd(const Call& call) {
   dispatch<float, double, bfloat16>(dtype, call.op_name().data(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     for (size_t k = 0; k < params.size(); ++k) {
-      sgd_tensor<T>(call.host(), p, params[k].data<T>(), grads[k].data<T>(),
+      sgd_tensor<T>(call.host(), isa, p, params[k].data<T>(), grads[k].data<T>(),
                     p.momentum != 0 ? bufs[k].data<T>() : nullptr, params[k].numel(), grad_scale);
     }
   });
@@ -308,7 +314,7 @@ M foreach_binary(Foreach op, M a, M b) {
 // aten::_foreach_<op>[_].{List,Scalar,ScalarList} and the unary ones, in place
 // (writes self) or out of place (writes the outputs). The per-tensor scalar is a
 // Scalar, one item of a ScalarList, or (add/sub .List) alpha scaling the other list.
-inline void foreach(const Call& call, Foreach op, bool inplace) {
+inline void foreach(const Call& call, Foreach op, bool inplace, VectorIsa isa) {
   const std::vector<Tensor> self = call.tensor_list(0);
   const size_t n = self.size();
   std::vector<Tensor> outs;
@@ -384,8 +390,10 @@ inline void foreach(const Call& call, Foreach op, bool inplace) {
           const T* y = reinterpret_cast<const T*>(p[2]);
           const T* z = reinterpret_cast<const T*>(p[3]);
           if (st[0] == es && st[1] == es && st[2] == es && st[3] == es) {
-            for (int64_t d = 0; d < len; ++d)
-              o[d] = static_cast<T>(f(static_cast<M>(x[d]), static_cast<M>(y[d]), static_cast<M>(z[d])));
+            run_vectorised(isa, [&]() OPENREG_SDK_ROW_LAMBDA {
+              for (int64_t d = 0; d < len; ++d)
+                o[d] = static_cast<T>(f(static_cast<M>(x[d]), static_cast<M>(y[d]), static_cast<M>(z[d])));
+            });
             return;
           }
           auto at = [&](int i, int64_t d) { return static_cast<M>(*reinterpret_cast<const T*>(p[i] + d * st[i])); };
@@ -394,36 +402,36 @@ inline void foreach(const Call& call, Foreach op, bool inplace) {
         });
       };
       switch (op) {
-        case Foreach::kSqrt: run([](M x, M, M) { return std::sqrt(x); }); break;
-        case Foreach::kNeg: run([](M x, M, M) { return -x; }); break;
-        case Foreach::kZero: run([](M, M, M) { return M(0); }); break;
+        case Foreach::kSqrt: run([](M x, M, M) OPENREG_SDK_ROW_LAMBDA { return std::sqrt(x); }); break;
+        case Foreach::kNeg: run([](M x, M, M) OPENREG_SDK_ROW_LAMBDA { return -x; }); break;
+        case Foreach::kZero: run([](M, M, M) OPENREG_SDK_ROW_LAMBDA { return M(0); }); break;
         case Foreach::kLerp:  // ATen's lerp: exact at both ends
-          if (std::abs(s) < M(0.5)) run([s](M x, M y, M) { return x + s * (y - x); });
-          else run([s](M x, M y, M) { return y - (y - x) * (M(1) - s); });
+          if (std::abs(s) < M(0.5)) run([s](M x, M y, M) OPENREG_SDK_ROW_LAMBDA { return x + s * (y - x); });
+          else run([s](M x, M y, M) OPENREG_SDK_ROW_LAMBDA { return y - (y - x) * (M(1) - s); });
           break;
-        case Foreach::kAddcmul: run([s](M x, M y, M z) { return x + s * y * z; }); break;
-        case Foreach::kAddcdiv: run([s](M x, M y, M z) { return x + s * (y / z); }); break;
+        case Foreach::kAddcmul: run([s](M x, M y, M z) OPENREG_SDK_ROW_LAMBDA { return x + s * y * z; }); break;
+        case Foreach::kAddcdiv: run([s](M x, M y, M z) OPENREG_SDK_ROW_LAMBDA { return x + s * (y / z); }); break;
         case Foreach::kAdd:
-          if (!list_other) run([s](M x, M, M) { return x + s; });
-          else if (s == M(1)) run([](M x, M y, M) { return x + y; });
-          else run([s](M x, M y, M) { return x + s * y; });
+          if (!list_other) run([s](M x, M, M) OPENREG_SDK_ROW_LAMBDA { return x + s; });
+          else if (s == M(1)) run([](M x, M y, M) OPENREG_SDK_ROW_LAMBDA { return x + y; });
+          else run([s](M x, M y, M) OPENREG_SDK_ROW_LAMBDA { return x + s * y; });
           break;
         case Foreach::kSub:
-          if (!list_other) run([s](M x, M, M) { return x - s; });
-          else run([s](M x, M y, M) { return x - s * y; });
+          if (!list_other) run([s](M x, M, M) OPENREG_SDK_ROW_LAMBDA { return x - s; });
+          else run([s](M x, M y, M) OPENREG_SDK_ROW_LAMBDA { return x - s * y; });
           break;
         case Foreach::kMul:
-          if (!list_other) run([s](M x, M, M) { return x * s; });
-          else run([](M x, M y, M) { return x * y; });
+          if (!list_other) run([s](M x, M, M) OPENREG_SDK_ROW_LAMBDA { return x * s; });
+          else run([](M x, M y, M) OPENREG_SDK_ROW_LAMBDA { return x * y; });
           break;
         case Foreach::kDiv:
-          if (!list_other) run([s](M x, M, M) { return x / s; });
-          else run([](M x, M y, M) { return x / y; });
+          if (!list_other) run([s](M x, M, M) OPENREG_SDK_ROW_LAMBDA { return x / s; });
+          else run([](M x, M y, M) OPENREG_SDK_ROW_LAMBDA { return x / y; });
           break;
         case Foreach::kMaximum:
         case Foreach::kMinimum:
-          if (!list_other) run([op, s](M x, M, M) { return foreach_binary(op, x, s); });
-          else run([op](M x, M y, M) { return foreach_binary(op, x, y); });
+          if (!list_other) run([op, s](M x, M, M) OPENREG_SDK_ROW_LAMBDA { return foreach_binary(op, x, s); });
+          else run([op](M x, M y, M) OPENREG_SDK_ROW_LAMBDA { return foreach_binary(op, x, y); });
           break;
       }
     }
@@ -442,18 +450,18 @@ struct OpKernel {
   bool bfloat16 = true;
 };
 
-inline std::vector<OpKernel> fused_ops() {
+inline std::vector<OpKernel> fused_ops(VectorIsa isa) {
   std::vector<OpKernel> ops;
   for (const char* ov : {"", ".tensor_lr"}) {
-    ops.push_back({std::string("aten::_fused_adam_") + ov, [](const Call& c) { fused_adam(c, false); }});
-    ops.push_back({std::string("aten::_fused_adamw_") + ov, [](const Call& c) { fused_adam(c, true); }});
-    ops.push_back({std::string("aten::_fused_sgd_") + ov, fused_sgd, false});
+    ops.push_back({std::string("aten::_fused_adam_") + ov, [isa](const Call& c) { fused_adam(c, false, isa); }});
+    ops.push_back({std::string("aten::_fused_adamw_") + ov, [isa](const Call& c) { fused_adam(c, true, isa); }});
+    ops.push_back({std::string("aten::_fused_sgd_") + ov, [isa](const Call& c) { fused_sgd(c, isa); }, false});
   }
   return ops;
 }
 
 // Each op in place (aten::_foreach_add_.List) and out of place (aten::_foreach_add.List).
-inline std::vector<OpKernel> foreach_ops() {
+inline std::vector<OpKernel> foreach_ops(VectorIsa isa) {
   struct Family {
     const char* name;
     Foreach op;
@@ -477,25 +485,28 @@ inline std::vector<OpKernel> foreach_ops() {
     for (const char* ov : f.overloads) {
       const std::string suffix = *ov ? std::string(".") + ov : std::string();
       const Foreach op = f.op;
-      ops.push_back({std::string("aten::_foreach_") + f.name + suffix, [op](const Call& c) { foreach(c, op, false); }});
-      ops.push_back({std::string("aten::_foreach_") + f.name + "_" + suffix, [op](const Call& c) { foreach(c, op, true); }});
+      ops.push_back({std::string("aten::_foreach_") + f.name + suffix,
+                     [op, isa](const Call& c) { foreach(c, op, false, isa); }});
+      ops.push_back({std::string("aten::_foreach_") + f.name + "_" + suffix,
+                     [op, isa](const Call& c) { foreach(c, op, true, isa); }});
     }
   }
-  ops.push_back({"aten::_foreach_zero_", [](const Call& c) { foreach(c, Foreach::kZero, true); }});
+  ops.push_back({"aten::_foreach_zero_", [isa](const Call& c) { foreach(c, Foreach::kZero, true, isa); }});
   return ops;
 }
 
 // Registers every op above on an engine, for the dtypes the kernels serve: the one
 // registration all engines share. dynamic_op for the fused steps: they return
 // nothing, so calls whose outputs Meta cannot size (_fused_sgd_ has no Meta
-// kernel) are theirs too.
-inline void register_ops(EngineDef& e) {
+// kernel) are theirs too. The loops run built for `isa` (vector_isa.hpp): the
+// engine's own ISA cap, by default the widest the CPU has.
+inline void register_ops(EngineDef& e, VectorIsa isa = cpu_vector_isa()) {
   const auto f32 = dtypes::float32, f64 = dtypes::float64, bf16 = dtypes::bfloat16;
-  for (auto& o : fused_ops()) {
+  for (auto& o : fused_ops(isa)) {
     if (o.bfloat16) e.dynamic_op(o.name, {f32, f64, bf16}, o.kernel);
     else e.dynamic_op(o.name, {f32, f64}, o.kernel);
   }
-  for (auto& o : foreach_ops()) e.op(o.name, {f32, f64, bf16}, o.kernel);
+  for (auto& o : foreach_ops(isa)) e.op(o.name, {f32, f64, bf16}, o.kernel);
 }
 
 }  // namespace optim

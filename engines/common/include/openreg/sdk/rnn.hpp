@@ -28,6 +28,7 @@
 #include <openreg/sdk/call.hpp>
 #include <openreg/sdk/dtype.hpp>
 #include <openreg/sdk/engine.hpp>
+#include <openreg/sdk/vector_isa.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -48,42 +49,15 @@ using opmath_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 // The row loops below are written to vectorise. Built for the compiler's default
 // x86-64 target (SSE2) they run 4 floats an instruction; on a CPU with AVX2 and FMA
 // the cell kernels run them inlined into a function built for those (8 floats, the
-// activations' polynomials fused): a 128-wide LSTM cell of batch 8 took 13 us
-// before, 4 after. OPENREG_SDK_ROW_INLINE marks what must inline into that clone.
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-#define OPENREG_SDK_ROW_INLINE inline __attribute__((always_inline))
-#define OPENREG_SDK_ROW_LAMBDA __attribute__((always_inline))
-#define OPENREG_SDK_RNN_AVX2 1
-#else
-#define OPENREG_SDK_ROW_INLINE inline
-#define OPENREG_SDK_ROW_LAMBDA
-#endif
+// activations' polynomials fused; vector_isa.hpp): a 128-wide LSTM cell of batch 8
+// took 13 us before, 4 after. OPENREG_SDK_ROW_INLINE marks what must inline into
+// that clone.
 
-// True when this CPU has AVX2 and FMA (read once).
-inline bool cpu_has_avx2_fma() {
-#ifdef OPENREG_SDK_RNN_AVX2
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-#else
-  return false;
-#endif
-}
-
-#ifdef OPENREG_SDK_RNN_AVX2
-template <class F>
-__attribute__((target("avx2,fma"))) void run_rows_avx2(const F& rows, int64_t b0, int64_t b1) {
-  rows(b0, b1);
-}
-#endif
-
-// rows(b0, b1), a lambda marked OPENREG_SDK_ROW_INLINE over row functions marked the
-// same, built for AVX2+FMA when the CPU has them.
+// rows(b0, b1), a lambda marked OPENREG_SDK_ROW_LAMBDA over row functions marked
+// OPENREG_SDK_ROW_INLINE, built for AVX2+FMA when the CPU has them.
 template <class F>
 void run_rows(const F& rows, int64_t b0, int64_t b1) {
-#ifdef OPENREG_SDK_RNN_AVX2
-  if (cpu_has_avx2_fma()) return run_rows_avx2(rows, b0, b1);
-#endif
-  rows(b0, b1);
+  run_vectorised(VectorIsa::kAvx2, [&]() OPENREG_SDK_ROW_LAMBDA { rows(b0, b1); });
 }
 
 // ------------------------------------------------------------- activations

@@ -1,0 +1,72 @@
+// openreg engine SDK: running a loop built for the CPU's vector instructions.
+//
+// An engine is built for the compiler's default x86-64 target, SSE2: 4 floats an
+// instruction, no FMA. A loop written to vectorise can run from a clone built for
+// AVX2+FMA (8 floats) or AVX-512 (16): run_vectorised(isa, loop) calls `loop()` from
+// the clone of `isa`, and the loop, marked OPENREG_SDK_ROW_LAMBDA (with the
+// lambdas it calls, and functions marked OPENREG_SDK_ROW_INLINE), inlines into the
+// clone and compiles for its target. The engine says how far it may go (its own
+// ISA cap: ONEDNN_MAX_CPU_ISA, OPENREG_EIGEN_ISA); cpu_vector_isa() is what the CPU has.
+#pragma once
+
+#include <cstdint>
+
+namespace openreg {
+namespace sdk {
+
+enum class VectorIsa { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define OPENREG_SDK_ROW_INLINE inline __attribute__((always_inline))
+#define OPENREG_SDK_ROW_LAMBDA __attribute__((always_inline))
+#define OPENREG_SDK_VECTOR_CLONES 1
+#else
+#define OPENREG_SDK_ROW_INLINE inline
+#define OPENREG_SDK_ROW_LAMBDA
+#endif
+
+// The widest of the ISAs above this CPU runs (read once): AVX-512 needs F, BW, VL
+// and DQ (oneDNN's avx512_core), AVX2 needs FMA too.
+inline VectorIsa cpu_vector_isa() {
+#ifdef OPENREG_SDK_VECTOR_CLONES
+  static const VectorIsa isa = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
+      return VectorIsa::kAvx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return VectorIsa::kAvx2;
+    return VectorIsa::kBaseline;
+  }();
+  return isa;
+#else
+  return VectorIsa::kBaseline;
+#endif
+}
+
+namespace detail {
+#ifdef OPENREG_SDK_VECTOR_CLONES
+template <class F>
+__attribute__((target("avx2,fma"))) void run_avx2(const F& loop) {
+  loop();
+}
+template <class F>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))) void run_avx512(const F& loop) {
+  loop();
+}
+#endif
+}  // namespace detail
+
+// loop() built for `isa`, or for the widest ISA the CPU has if that is narrower.
+template <class F>
+void run_vectorised(VectorIsa isa, const F& loop) {
+#ifdef OPENREG_SDK_VECTOR_CLONES
+  const VectorIsa cpu = cpu_vector_isa();
+  const VectorIsa use = static_cast<int>(isa) < static_cast<int>(cpu) ? isa : cpu;
+  if (use == VectorIsa::kAvx512) return detail::run_avx512(loop);
+  if (use == VectorIsa::kAvx2) return detail::run_avx2(loop);
+#endif
+  loop();
+}
+
+}  // namespace sdk
+}  // namespace openreg

@@ -238,6 +238,10 @@ void dispatch_ew(openreg_dtype d, const char* what, Fn&& fn) {
   sdk::dispatch<float, double, sdk::bfloat16>(d, what, std::forward<Fn>(fn));
 }
 
+// The ISA the SDK's loops (optimizer steps, bias-gradient sums) are built for:
+// isa()'s, so OPENREG_EIGEN_ISA caps them too (ops_optim.cpp).
+sdk::VectorIsa sdk_vector_isa();
+
 // ------------------------------------------------------------------ GEMM
 // C (col-major, ldc) = alpha * op(A) * op(B) + beta * C, A/B col-major with ld;
 // ta/tb: use the transpose. Single-threaded; callers split the work.

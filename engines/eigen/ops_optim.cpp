@@ -10,11 +10,13 @@
 
 namespace eigen_engine {
 
-void register_optim_ops(sdk::EngineDef& e) {
+sdk::VectorIsa sdk_vector_isa() {
   const char* name = isa().name;
-  sdk::optim::register_ops(e, std::strcmp(name, "avx512") == 0 ? sdk::VectorIsa::kAvx512
-                              : std::strcmp(name, "avx2") == 0 ? sdk::VectorIsa::kAvx2
-                                                               : sdk::VectorIsa::kBaseline);
+  return std::strcmp(name, "avx512") == 0 ? sdk::VectorIsa::kAvx512
+         : std::strcmp(name, "avx2") == 0 ? sdk::VectorIsa::kAvx2
+                                          : sdk::VectorIsa::kBaseline;
 }
+
+void register_optim_ops(sdk::EngineDef& e) { sdk::optim::register_ops(e, sdk_vector_isa()); }
 
 }  // namespace eigen_engine

@@ -175,7 +175,7 @@ void reduce(const Call& call, Reduce kind) {
   // Sums over outer dims in float32 (bias gradients): row by row, see sdk/reduce.hpp.
   if ((kind == R_SUM || kind == R_MEAN) && p.nred > 0 && sdk::same_dtype(in.dtype(), sdk::dtypes::float32) &&
       sdk::sum_outer<float>(call.host(), in, out, reduced, keepdim && out.dim() == nd,
-                            kind == R_MEAN ? 1.0 / static_cast<double>(p.nred) : 1.0))
+                            kind == R_MEAN ? 1.0 / static_cast<double>(p.nred) : 1.0, sdk_vector_isa()))
     return;
   sdk::dispatch<float, double, sdk::bfloat16, sdk::float16>(in.dtype(), "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -36,6 +36,11 @@ const CpuCaps& cpu_caps() {
   return caps;
 }
 
+sdk::VectorIsa vector_isa() {
+  const CpuCaps& caps = cpu_caps();
+  return caps.avx512_core ? sdk::VectorIsa::kAvx512 : caps.avx2 ? sdk::VectorIsa::kAvx2 : sdk::VectorIsa::kBaseline;
+}
+
 bool has_primitives(openreg_dtype d) { return is_f32(d) || (is_bf16(d) && cpu_caps().avx512_core); }
 
 void require_primitives(const sdk::Call& call, openreg_dtype d) {

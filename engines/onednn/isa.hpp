@@ -21,6 +21,10 @@ struct CpuCaps {
 };
 const CpuCaps& cpu_caps();
 
+// The ISA the SDK's loops (optimizer steps, bias-gradient sums) are built for:
+// cpu_caps()'s, so ONEDNN_MAX_CPU_ISA caps them too.
+sdk::VectorIsa vector_isa();
+
 // True if oneDNN can create primitives for this dtype on this CPU.
 bool has_primitives(openreg_dtype d);
 

@@ -9,11 +9,6 @@
 
 namespace onednn_engine {
 
-void register_optim_ops(sdk::EngineDef& e) {
-  const CpuCaps& caps = cpu_caps();
-  sdk::optim::register_ops(e, caps.avx512_core ? sdk::VectorIsa::kAvx512
-                              : caps.avx2      ? sdk::VectorIsa::kAvx2
-                                               : sdk::VectorIsa::kBaseline);
-}
+void register_optim_ops(sdk::EngineDef& e) { sdk::optim::register_ops(e, vector_isa()); }
 
 }  // namespace onednn_engine

@@ -3,6 +3,7 @@
 // size 1 (keepdim=False outputs just get those dims inserted).
 #include <limits>
 
+#include "isa.hpp"
 #include "ops.h"
 
 namespace onednn_engine {
@@ -276,7 +277,7 @@ void run_reduction(const sdk::Call& call, bool mean) {
     dispatch_float(x.dtype(), "reduction", [&](auto tag) {
       using T = typename decltype(tag)::type;
       const double scale = mean ? 1.0 / static_cast<double>(count) : 1.0;
-      if (sdk::sum_outer<T>(host(), x, out, red, keepdim, scale)) return;  // outer dims summed row by row (bias gradients)
+      if (sdk::sum_outer<T>(host(), x, out, red, keepdim, scale, vector_isa())) return;  // outer dims summed row by row (bias gradients)
       if (sum_rows<T>(x, out, red, ds, scale)) return;
       if (sum_trailing<T>(x, out, red, scale)) return;
       reduce_loop<T>(x, out, red, ds, mean);
@@ -299,7 +300,7 @@ void run_reduction(const sdk::Call& call, bool mean) {
     dispatch_float(x.dtype(), "reduction", [&](auto tag) {
       using T = typename decltype(tag)::type;
       const double scale = mean ? 1.0 / static_cast<double>(count) : 1.0;
-      done = sdk::sum_outer<T>(host(), x, out, red, keepdim, scale) || sum_rows<T>(x, out, red, ds, scale);
+      done = sdk::sum_outer<T>(host(), x, out, red, keepdim, scale, vector_isa()) || sum_rows<T>(x, out, red, ds, scale);
     });
     if (done) return;
   }

@@ -8,11 +8,13 @@
 // accumulators instead, unit stride, which the compiler vectorises; threads
 // split the run into column blocks. Rows are summed in float in blocks of
 // kRowBlock, and the blocks in double, so a long column loses no more than
-// ATen's own float sums. Returns false (and writes nothing) for other layouts.
+// ATen's own float sums, built for `isa` (vector_isa.hpp: the engine's cap).
+// Returns false (and writes nothing) for other layouts.
 #pragma once
 
 #include <openreg/sdk/call.hpp>
 #include <openreg/sdk/strided.hpp>
+#include <openreg/sdk/vector_isa.hpp>
 
 #include <algorithm>
 #include <array>
@@ -23,7 +25,7 @@ namespace sdk {
 
 template <class T>
 bool sum_outer(const Host& host, const Tensor& x, const Tensor& out, const std::vector<bool>& reduced, bool keepdim,
-               double scale) {
+               double scale, VectorIsa isa = cpu_vector_isa()) {
   const int64_t nd = x.dim();
   const int64_t xes = x.element_size(), oes = out.element_size();
   // Kept dims (x and out byte strides) and reduced dims (x byte strides).
@@ -55,32 +57,34 @@ bool sum_outer(const Host& host, const Tensor& x, const Tensor& out, const std::
   const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, nrows));
   const int64_t nblocks = (cols + kColBlock - 1) / kColBlock;
   host.parallel_for(0, nblocks, std::max<int64_t>(1, grain / kColBlock), [&](int64_t b, int64_t e) {
-    float part[kColBlock];
-    double total[kColBlock];
-    for (int64_t blk = b; blk < e; ++blk) {
-      const int64_t c0 = blk * kColBlock, n = std::min(kColBlock, cols - c0);
-      std::fill(total, total + n, 0.0);
-      // Walk the reduced rows with an odometer over rshape.
-      Shape index(rshape.size(), 0);
-      const char* row = x.bytes() + c0 * xes;
-      for (int64_t r0 = 0; r0 < nrows; r0 += kRowBlock) {
-        std::fill(part, part + n, 0.0f);
-        const int64_t r1 = std::min(nrows, r0 + kRowBlock);
-        for (int64_t r = r0; r < r1; ++r) {
-          const T* v = reinterpret_cast<const T*>(row);
-          for (int64_t c = 0; c < n; ++c) part[c] += static_cast<float>(v[c]);
-          for (size_t d = index.size(); d-- > 0;) {
-            row += red[0].byte_strides[d];
-            if (++index[d] < rshape[d]) break;
-            row -= rshape[d] * red[0].byte_strides[d];
-            index[d] = 0;
+    run_vectorised(isa, [&]() OPENREG_SDK_ROW_LAMBDA {
+      float part[kColBlock];
+      double total[kColBlock];
+      for (int64_t blk = b; blk < e; ++blk) {
+        const int64_t c0 = blk * kColBlock, n = std::min(kColBlock, cols - c0);
+        std::fill(total, total + n, 0.0);
+        // Walk the reduced rows with an odometer over rshape.
+        Shape index(rshape.size(), 0);
+        const char* row = x.bytes() + c0 * xes;
+        for (int64_t r0 = 0; r0 < nrows; r0 += kRowBlock) {
+          std::fill(part, part + n, 0.0f);
+          const int64_t r1 = std::min(nrows, r0 + kRowBlock);
+          for (int64_t r = r0; r < r1; ++r) {
+            const T* v = reinterpret_cast<const T*>(row);
+            for (int64_t c = 0; c < n; ++c) part[c] += static_cast<float>(v[c]);
+            for (size_t d = index.size(); d-- > 0;) {
+              row += red[0].byte_strides[d];
+              if (++index[d] < rshape[d]) break;
+              row -= rshape[d] * red[0].byte_strides[d];
+              index[d] = 0;
+            }
           }
+          for (int64_t c = 0; c < n; ++c) total[c] += part[c];
         }
-        for (int64_t c = 0; c < n; ++c) total[c] += part[c];
+        T* o = reinterpret_cast<T*>(out.bytes()) + c0;
+        for (int64_t c = 0; c < n; ++c) o[c] = static_cast<T>(static_cast<float>(total[c] * scale));
       }
-      T* o = reinterpret_cast<T*>(out.bytes()) + c0;
-      for (int64_t c = 0; c < n; ++c) o[c] = static_cast<T>(static_cast<float>(total[c] * scale));
-    }
+    });
   });
   return true;
 }

@@ -278,7 +278,13 @@ def assert_trains_like_cpu(run_python):
     Trains the example CNN 12 Adam steps on CPU and on the device (in a fresh process,
     ``env_extra`` choosing the engine) from the same weights and batches, and asserts
     each step's loss matches CPU's within float32 rounding. Per-step losses are a
-    steadier comparison than final test accuracy, which flips on a few images."""
+    steadier comparison than final test accuracy, which flips on a few images.
+
+    The bound grows with the step: training amplifies rounding. With oneDNN capped at
+    AVX2 (its convolutions add in another order) the gap stayed near 1e-6 for four
+    steps, then jumped to 2.6e-5 and grew to 1.1e-4 at step 8 and 3.1e-4 at step 11,
+    past a flat 1e-4; the bound is 1e-4 at step 0, doubling every 3 steps (1.3e-3 at
+    step 11). A wrong kernel misses by 1e-2 and more from the first steps."""
     import json
 
     def check(env_extra=None):
@@ -289,7 +295,8 @@ def assert_trains_like_cpu(run_python):
         cpu, dev = result["losses"]["cpu"], result["losses"]["openreg"]
         assert cpu[-1] < 0.8 * cpu[0], f"the run does not train, so it checks little: {cpu}"
         for step, (a, b) in enumerate(zip(cpu, dev)):
-            assert abs(a - b) <= 1e-4 * max(1.0, abs(a)), f"step {step}: loss {b} on the device, {a} on CPU"
+            bound = 1e-4 * 2 ** (step / 3) * max(1.0, abs(a))
+            assert abs(a - b) <= bound, f"step {step}: loss {b} on the device, {a} on CPU (bound {bound:.1e})"
         return result["served"]
 
     return check

@@ -57,7 +57,7 @@ using opmath_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 // OPENREG_SDK_ROW_INLINE, built for AVX2+FMA when the CPU has them.
 template <class F>
 void run_rows(const F& rows, int64_t b0, int64_t b1) {
-  run_vectorised(VectorIsa::kAvx2, [&]() OPENREG_SDK_ROW_LAMBDA { rows(b0, b1); });
+  run_vectorised_fma(VectorIsa::kAvx2, [&]() OPENREG_SDK_ROW_LAMBDA { rows(b0, b1); });
 }
 
 // ------------------------------------------------------------- activations

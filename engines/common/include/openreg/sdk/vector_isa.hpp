@@ -5,7 +5,11 @@
 // AVX2+FMA (8 floats) or AVX-512 (16): run_vectorised(isa, loop) calls `loop()` from
 // the clone of `isa`, and the loop, marked OPENREG_SDK_ROW_LAMBDA (with the
 // lambdas it calls, and functions marked OPENREG_SDK_ROW_INLINE), inlines into the
-// clone and compiles for its target. The engine says how far it may go (its own
+// clone and compiles for its target. run_vectorised keeps the baseline's rounding:
+// no multiply and add fused into one FMA (GCC would contract `x + s * y`), so a loop
+// that follows ATen's per-element arithmetic still gives CPU's results (the example's
+// training losses drifted past 1e-4 of CPU's in 9 Adam steps with contraction);
+// run_vectorised_fma lets the compiler fuse them (the RNN cells' polynomials). The engine says how far it may go (its own
 // ISA cap: ONEDNN_MAX_CPU_ISA, OPENREG_EIGEN_ISA); cpu_vector_isa() is what the CPU has.
 #pragma once
 
@@ -45,25 +49,56 @@ inline VectorIsa cpu_vector_isa() {
 
 namespace detail {
 #ifdef OPENREG_SDK_VECTOR_CLONES
+#define OPENREG_SDK_AVX2 "avx2,fma"
+#define OPENREG_SDK_AVX512 "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"
+#if defined(__GNUC__) && !defined(__clang__)
+#define OPENREG_SDK_NO_CONTRACT , optimize("fp-contract=off")
+#else
+#define OPENREG_SDK_NO_CONTRACT
+#endif
 template <class F>
-__attribute__((target("avx2,fma"))) void run_avx2(const F& loop) {
+__attribute__((target(OPENREG_SDK_AVX2) OPENREG_SDK_NO_CONTRACT)) void run_avx2(const F& loop) {
   loop();
 }
 template <class F>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))) void run_avx512(const F& loop) {
+__attribute__((target(OPENREG_SDK_AVX512) OPENREG_SDK_NO_CONTRACT)) void run_avx512(const F& loop) {
+  loop();
+}
+template <class F>
+__attribute__((target(OPENREG_SDK_AVX2))) void run_avx2_fma(const F& loop) {
+  loop();
+}
+template <class F>
+__attribute__((target(OPENREG_SDK_AVX512))) void run_avx512_fma(const F& loop) {
   loop();
 }
 #endif
+
+inline VectorIsa usable(VectorIsa isa) {
+  const VectorIsa cpu = cpu_vector_isa();
+  return static_cast<int>(isa) < static_cast<int>(cpu) ? isa : cpu;
+}
 }  // namespace detail
 
-// loop() built for `isa`, or for the widest ISA the CPU has if that is narrower.
+// loop() built for `isa`, or for the widest ISA the CPU has if that is narrower;
+// every multiply and add rounded on its own, as in the baseline build.
 template <class F>
 void run_vectorised(VectorIsa isa, const F& loop) {
 #ifdef OPENREG_SDK_VECTOR_CLONES
-  const VectorIsa cpu = cpu_vector_isa();
-  const VectorIsa use = static_cast<int>(isa) < static_cast<int>(cpu) ? isa : cpu;
+  const VectorIsa use = detail::usable(isa);
   if (use == VectorIsa::kAvx512) return detail::run_avx512(loop);
   if (use == VectorIsa::kAvx2) return detail::run_avx2(loop);
+#endif
+  loop();
+}
+
+// The same, multiplies and adds free to fuse into FMAs.
+template <class F>
+void run_vectorised_fma(VectorIsa isa, const F& loop) {
+#ifdef OPENREG_SDK_VECTOR_CLONES
+  const VectorIsa use = detail::usable(isa);
+  if (use == VectorIsa::kAvx512) return detail::run_avx512_fma(loop);
+  if (use == VectorIsa::kAvx2) return detail::run_avx2_fma(loop);
 #endif
   loop();
 }

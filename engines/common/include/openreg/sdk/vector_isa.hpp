@@ -74,33 +74,36 @@ __attribute__((target(OPENREG_SDK_AVX512))) void run_avx512_fma(const F& loop) {
 }
 #endif
 
-inline VectorIsa usable(VectorIsa isa) {
+// loop() from the clone of `isa`, or of the widest ISA the CPU has if that is narrower.
+template <bool kFma, class F>
+void run_widest(VectorIsa isa, const F& loop) {
+#ifdef OPENREG_SDK_VECTOR_CLONES
   const VectorIsa cpu = cpu_vector_isa();
-  return static_cast<int>(isa) < static_cast<int>(cpu) ? isa : cpu;
+  const VectorIsa use = static_cast<int>(isa) < static_cast<int>(cpu) ? isa : cpu;
+  if (use == VectorIsa::kAvx512) {
+    if constexpr (kFma) return run_avx512_fma(loop);
+    else return run_avx512(loop);
+  }
+  if (use == VectorIsa::kAvx2) {
+    if constexpr (kFma) return run_avx2_fma(loop);
+    else return run_avx2(loop);
+  }
+#endif
+  loop();
 }
 }  // namespace detail
 
-// loop() built for `isa`, or for the widest ISA the CPU has if that is narrower;
-// every multiply and add rounded on its own, as in the baseline build.
+// loop() built for `isa` (capped by the CPU), every multiply and add rounded on its
+// own, as in the baseline build.
 template <class F>
 void run_vectorised(VectorIsa isa, const F& loop) {
-#ifdef OPENREG_SDK_VECTOR_CLONES
-  const VectorIsa use = detail::usable(isa);
-  if (use == VectorIsa::kAvx512) return detail::run_avx512(loop);
-  if (use == VectorIsa::kAvx2) return detail::run_avx2(loop);
-#endif
-  loop();
+  detail::run_widest<false>(isa, loop);
 }
 
 // The same, multiplies and adds free to fuse into FMAs.
 template <class F>
 void run_vectorised_fma(VectorIsa isa, const F& loop) {
-#ifdef OPENREG_SDK_VECTOR_CLONES
-  const VectorIsa use = detail::usable(isa);
-  if (use == VectorIsa::kAvx512) return detail::run_avx512_fma(loop);
-  if (use == VectorIsa::kAvx2) return detail::run_avx2_fma(loop);
-#endif
-  loop();
+  detail::run_widest<true>(isa, loop);
 }
 
 }  // namespace sdk

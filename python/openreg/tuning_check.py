@@ -26,7 +26,14 @@ import tempfile
 import time
 
 # A workload slower with the table than without by more than this loses its routes.
-MARGIN = 0.05
+# Issue 12 asks the tuned chain to be at least as fast as the best single engine on
+# every model, and a dropped route only returns a call to the chain's order. At 0.05
+# the LSTM's steps kept routes that made them 1.01-1.04x slower at 1 thread
+# (bench/tuned_ab.py, 9 rounds), and bench/models.py showed the tuned chain behind
+# onednn alone on those rows. The check itself is noisy on this VM (GPT-2's training
+# step 0.996x and 1.053x in two tunes minutes apart), so a tighter margin would mostly
+# drop routes at random.
+MARGIN = 0.02
 # Rounds and steps per round of each side in tune's check.
 ROUNDS = 5
 STEPS = 3

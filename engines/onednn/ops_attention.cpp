@@ -14,6 +14,7 @@
 // engine: dropout_p > 0, other dtypes, operands whose last dim is not unit-stride.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -161,6 +162,9 @@ void mask_scores(const Problem& p, int64_t b, int64_t h, int64_t r0, int64_t m, 
     if (mk.is_bool) {
       for (int64_t j = 0; j < n; ++j)
         if (!*reinterpret_cast<const bool*>(mrow + j * mk.s[3])) row[j] = kNegInf;
+    } else if (mk.s[3] == sizeof(float)) {  // unit-stride rows: a loop the compiler vectorises
+      const float* m = reinterpret_cast<const float*>(mrow);
+      for (int64_t j = 0; j < n; ++j) row[j] += m[j];
     } else {
       for (int64_t j = 0; j < n; ++j) row[j] += *reinterpret_cast<const float*>(mrow + j * mk.s[3]);
     }
@@ -176,40 +180,61 @@ using vec::V4;
 using vec::V8;
 using vec::V16;
 using vec::kLanes;
+// Horizontal sum and maximum of a vector as a tree of halvings (a lane at a time
+// was a chain of 15 extracts and scalar ops, a third of a 64-wide softmax row).
+OPENREG_ALWAYS_INLINE float lanes_sum(V4 v) {
+  v += __builtin_shufflevector(v, v, 2, 3, 0, 1);
+  v += __builtin_shufflevector(v, v, 1, 0, 3, 2);
+  return v[0];
+}
+OPENREG_ALWAYS_INLINE float lanes_sum(V8 v) {
+  return lanes_sum(__builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7));
+}
+OPENREG_ALWAYS_INLINE float lanes_sum(V16 v) {
+  return lanes_sum(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                   __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
+}
 template <class V>
-OPENREG_ALWAYS_INLINE float lanes_sum(V v) {
-  float s = 0.0f;
-  for (int64_t l = 0; l < kLanes<V>; ++l) s += v[l];
-  return s;
+OPENREG_ALWAYS_INLINE V vmax(V a, V b) {
+  return a > b ? a : b;
+}
+OPENREG_ALWAYS_INLINE float lanes_max(V4 v) {
+  v = vmax(v, __builtin_shufflevector(v, v, 2, 3, 0, 1));
+  v = vmax(v, __builtin_shufflevector(v, v, 1, 0, 3, 2));
+  return v[0];
+}
+OPENREG_ALWAYS_INLINE float lanes_max(V8 v) {
+  return lanes_max(vmax(__builtin_shufflevector(v, v, 0, 1, 2, 3), __builtin_shufflevector(v, v, 4, 5, 6, 7)));
+}
+OPENREG_ALWAYS_INLINE float lanes_max(V16 v) {
+  return lanes_max(vmax(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7),
+                        __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15)));
 }
 template <class V>
 OPENREG_ALWAYS_INLINE float row_max(const float* x, int64_t n) {
   V acc;
   for (int64_t l = 0; l < kLanes<V>; ++l) acc[l] = kNegInf;
   int64_t j = 0;
-  for (; j + kLanes<V> <= n; j += kLanes<V>) {
-    const V v = vec::load<V>(x + j);
-    acc = v > acc ? v : acc;
-  }
-  float m = kNegInf;
-  for (int64_t l = 0; l < kLanes<V>; ++l) m = std::max(m, acc[l]);
+  for (; j + kLanes<V> <= n; j += kLanes<V>) acc = vmax(vec::load<V>(x + j), acc);  // a NaN is passed over, as std::max does
+  float m = lanes_max(acc);
   for (; j < n; ++j) m = std::max(m, x[j]);
   return m;
 }
-template <class V>
-OPENREG_ALWAYS_INLINE float row_sum(const float* x, int64_t n) {
-  V acc = {};
-  int64_t j = 0;
-  for (; j + kLanes<V> <= n; j += kLanes<V>) acc += vec::load<V>(x + j);
-  float s = lanes_sum(acc);
-  for (; j < n; ++j) s += x[j];
-  return s;
-}
-// x[j] = exp(x[j] - shift); returns the sum.
+// x[j] = exp(x[j] - shift) for a shift no less than the row's maximum, so every
+// argument is <= 0 (or NaN); returns the sum.
 template <class V>
 OPENREG_ALWAYS_INLINE float exp_shift_sum(float* x, int64_t n, float shift) {
-  for (int64_t j = 0; j < n; ++j) x[j] = vmath::exp(x[j] - shift);
-  return row_sum<V>(x, n);
+  V acc = {};
+  int64_t j = 0;
+  for (; j + kLanes<V> <= n; j += kLanes<V>) {  // one pass: the lane loop becomes vector code
+    V e;
+    for (int64_t l = 0; l < kLanes<V>; ++l) e[l] = vmath::exp_nonpositive(x[j + l] - shift);
+    vec::store(x + j, e);
+    acc += e;
+  }
+  float s = lanes_sum(acc);
+  for (; j < n; ++j) s += x[j] = vmath::exp_nonpositive(x[j] - shift);
+  return s;
 }
 template <class V>
 OPENREG_ALWAYS_INLINE float dot(const float* a, const float* b, int64_t n) {
@@ -237,7 +262,7 @@ OPENREG_ALWAYS_INLINE float dot(const float* a, const float* b, int64_t n) {
     return mx + std::log(sum);                                                   \
   }                                                                              \
   ATTR void probs_row_##SUFFIX(float* row, int64_t n, float lse) {               \
-    for (int64_t j = 0; j < n; ++j) row[j] = vmath::exp(row[j] - lse);           \
+    for (int64_t j = 0; j < n; ++j) row[j] = vmath::exp_nonpositive(row[j] - lse); \
   }                                                                              \
   ATTR void dscore_row_##SUFFIX(const float* p, float* dp, int64_t n) {          \
     const float d = dot<V>(p, dp, n);                                               \
@@ -458,8 +483,10 @@ void forward_batched(const Problem& p, const Mat& o, float* lse_p, const int64_t
     matmul(*sq, (*sk).t(), sub(scores, pc), p.scale);
     piece_rows(p, pc, [&](int64_t b, int64_t h, int64_t i, int64_t r) {
       float* row = row_of(s, p, r);
-      mask_scores(p, b, h, i, 1, p.S, row, p.S);
-      lse_p[b * ls[0] + h * ls[1] + i * ls[2]] = softmax_row(row, p.S);
+      const int64_t n = visible_cols(p, i, 1);  // causal: the keys after row i get weight 0
+      mask_scores(p, b, h, i, 1, n, row, p.S);
+      lse_p[b * ls[0] + h * ls[1] + i * ls[2]] = softmax_row(row, n);
+      std::fill(row + n, row + p.S, 0.0f);
     });
     matmul(sub(scores, pc), *sv, *so, 1.0f);
     so.flush();
@@ -527,8 +554,10 @@ void backward_batched(const Problem& p, const Mat& go, const float* lse_p, const
     matmul(*sq, (*sk).t(), sub(P, pc), p.scale);
     piece_rows(p, pc, [&](int64_t b, int64_t h, int64_t i, int64_t r) {
       float* row = row_of(s, p, r);
-      mask_scores(p, b, h, i, 1, p.S, row, p.S);
-      probs_row(row, p.S, lse_p[b * ls[0] + h * ls[1] + i * ls[2]]);
+      const int64_t n = visible_cols(p, i, 1);
+      mask_scores(p, b, h, i, 1, n, row, p.S);
+      probs_row(row, n, lse_p[b * ls[0] + h * ls[1] + i * ls[2]]);
+      std::fill(row + n, row + p.S, 0.0f);
     });
     // dV = P^T dO;  dP = dO V^T;  dS = P * (dP - rowsum(P * dP))
     matmul(sub(P, pc).t(), *sg, *sgv, 1.0f);

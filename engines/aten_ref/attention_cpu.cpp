@@ -15,7 +15,9 @@
 //    attention; ATen's math path gives 0 too);
 //  - the backward takes the probabilities from the logsumexp it is given; the
 //    bias gradient is the scores' gradient summed to the bias's shape (zeros for a
-//    bool mask); every gradient output is written whatever grad_input_mask says;
+//    bool mask); this engine writes every gradient output whatever grad_input_mask
+//    says, and an engine may leave grad_attn_bias zero when grad_input_mask[3] is
+//    false (autograd asks for it only when the mask needs a gradient);
 //  - philox_seed and philox_offset are 0 (no dropout: dropout_p > 0 is refused).
 #include <ATen/ATen.h>
 #include <torch/library.h>

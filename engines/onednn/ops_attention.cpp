@@ -568,7 +568,7 @@ void backward_batched(const Problem& p, const Mat& go, const float* lse_p, const
     matmul(sub(dS, pc).t(), *sq, *sgk, p.scale);
     for (const Staged* o : {&sgq, &sgk, &sgv}) o->flush();
   });
-  if (dbias) {  // rare (a mask that needs a gradient): one thread, rows in order
+  if (dbias) {  // rare (a float mask that needs a gradient): one thread, rows in order
     std::mutex unused;
     for (int64_t r = 0; r < rows; ++r)
       add_bias_grad(*dbias, r / (p.H * p.L), r / p.L % p.H, r % p.L, 1, p.S, row_of(dp, p, r), &unused);
@@ -585,6 +585,11 @@ void fused_attention_backward(const sdk::Call& call) {
   const Mat dq = mat_of(call, call.output(0), "grad_query"), dk = mat_of(call, call.output(1), "grad_key"),
             dv = mat_of(call, call.output(2), "grad_value");
   std::optional<Bias> dbias;
+  // Autograd asks for grad_attn_bias (grad_input_mask[3]) only when the mask needs a
+  // gradient; else it stays zero (a float padding mask made this sum a third of the
+  // backward's time at BERT's shapes).
+  const sdk::Span<int64_t> wanted = call.bool_list(5);
+  const bool bias_grad_wanted = wanted.size() < 4 || wanted[3] != 0;
   if (call.num_outputs() > 3 && call.output(3).defined() && call.output(3).numel() > 0) {
     const sdk::Tensor g = call.output(3);
     const int64_t full[4] = {p.B, p.H, p.L, p.S};
@@ -592,7 +597,7 @@ void fused_attention_backward(const sdk::Call& call) {
     // Zeroed whole (a bool mask's gradient stays zero); dense, as the Meta kernel makes it.
     OPENREG_SDK_REQUIRE(g.is_contiguous(), call.op_name(), ": a strided grad_attn_bias is left to the next engine");
     std::memset(g.bytes(), 0, static_cast<size_t>(g.numel() * g.element_size()));
-    if (dbias->is_bool) dbias.reset();
+    if (dbias->is_bool || !bias_grad_wanted) dbias.reset();
   }
   const float* lse_p = lse.data<float>();
   const int64_t ls0 = lse.stride(0), ls1 = lse.stride(1), ls2 = lse.stride(2), group = p.H / p.Hk;

@@ -212,6 +212,10 @@ class Call {
     const auto& l = expect(i, OPENREG_VALUE_INT_LIST, "an int list");
     return {l.u.ints.items, l.u.ints.count};
   }
+  Span<int64_t> bool_list(int i) const {  // each item 0 or 1
+    const auto& l = expect(i, OPENREG_VALUE_BOOL_LIST, "a bool list");
+    return {l.u.ints.items, l.u.ints.count};
+  }
   // A Scalar (or a plain int/float/bool argument) as double.
   double scalar(int i) const {
     const auto& v = arg(i);

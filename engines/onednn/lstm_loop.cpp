@@ -65,6 +65,20 @@ struct Cells {
 
 OPENREG_ALWAYS_INLINE float sigmoid(float x) { return 1.0f / (1.0f + vmath::exp(-x)); }
 
+// One backward step's operands for the gate gradients (gate_grads_<isa>): rows of the
+// saved activated gates [B, 4H] and tanh(c) [B, H], the previous cell state, the
+// output's gradient (or null), the running dh and dc [B, H] (dc updated), and dz
+// [B, 4H] written.
+struct GateGrads {
+  const float* gates;
+  const float* tanh_c;
+  const float* c_prev;
+  const float* gy;
+  const float* dh;
+  float* dc;
+  float* dz;
+};
+
 // Per ISA (the kernels are written once, in macros: vector code in a helper
 // without the target attribute was lowered for the baseline ISA, each broadcast
 // becoming 16 single-lane moves in the AVX-512 build):
@@ -77,7 +91,10 @@ OPENREG_ALWAYS_INLINE float sigmoid(float x) { return 1.0f / (1.0f + vmath::exp(
 //    one by one. R: as many rows as keep 4R accumulators, 4 weights and a
 //    broadcast in the build's registers (16 in AVX2, 32 in AVX-512);
 //  - dh_block_<isa><RR> / dh_step_<isa>: the backward's dh[:, block] = dz @
-//    W_hh[:, block] for RR rows, over the 4H gate columns.
+//    W_hh[:, block] for RR rows, over the 4H gate columns;
+//  - gate_grads_<isa>: the backward's dz of one step for the units [j0, j1), scalar
+//    code the compiler vectorises for the build's target (at the baseline ISA it
+//    was 2.4% of an AVX2 machine's LSTM training step).
 #define OPENREG_LSTM_STEP(SUFFIX, ATTR, V, R)                                                                 \
   template <int RR>                                                                                          \
   ATTR OPENREG_ALWAYS_INLINE void cell_block_##SUFFIX(const float* h_prev, const float* w_block, const float* gx, \
@@ -150,6 +167,33 @@ OPENREG_ALWAYS_INLINE float sigmoid(float x) { return 1.0f / (1.0f + vmath::exp(
       for (; m + 2 * R <= B; m += 2 * R) dh_block_##SUFFIX<2 * R>(dz, w_hh, dh, m, u * kLanes<V>, H);         \
       for (; m < B; ++m) dh_block_##SUFFIX<1>(dz, w_hh, dh, m, u * kLanes<V>, H);                            \
     }                                                                                                        \
+  }                                                                                                          \
+  template <bool kGy>                                                                                        \
+  ATTR OPENREG_ALWAYS_INLINE void gate_row_##SUFFIX(const float* __restrict__ gr, const float* __restrict__ tanh_c, \
+                                                  const float* __restrict__ c_prev, const float* __restrict__ gy, \
+                                                  const float* __restrict__ dh, float* __restrict__ dc,        \
+                                                  float* __restrict__ dr, int64_t H, int64_t j0, int64_t j1) {  \
+    for (int64_t j = j0; j < j1; ++j) {                                                                     \
+      const float i = gr[j], f = gr[H + j], gg = gr[2 * H + j], o = gr[3 * H + j], tc = tanh_c[j];          \
+      const float dhj = kGy ? dh[j] + gy[j] : dh[j];                                                        \
+      const float dcj = dc[j] + dhj * o * (1.0f - tc * tc);                                                  \
+      dr[j] = dcj * gg * i * (1.0f - i);                                                                    \
+      dr[H + j] = dcj * c_prev[j] * f * (1.0f - f);                                                         \
+      dr[2 * H + j] = dcj * i * (1.0f - gg * gg);                                                           \
+      dr[3 * H + j] = dhj * tc * o * (1.0f - o);                                                            \
+      dc[j] = dcj * f;                                                                                      \
+    }                                                                                                       \
+  }                                                                                                         \
+  ATTR void gate_grads_##SUFFIX(const GateGrads& a, int64_t B, int64_t H, int64_t j0, int64_t j1) {            \
+    for (int64_t m = 0; m < B; ++m) {                                                                       \
+      const float* gr = a.gates + m * 4 * H;                                                                \
+      if (a.gy)                                                                                             \
+        gate_row_##SUFFIX<true>(gr, a.tanh_c + m * H, a.c_prev + m * H, a.gy + m * H, a.dh + m * H,           \
+                                a.dc + m * H, a.dz + m * 4 * H, H, j0, j1);                                 \
+      else                                                                                                  \
+        gate_row_##SUFFIX<false>(gr, a.tanh_c + m * H, a.c_prev + m * H, nullptr, a.dh + m * H, a.dc + m * H, \
+                                 a.dz + m * 4 * H, H, j0, j1);                                              \
+    }                                                                                                       \
   }
 OPENREG_LSTM_STEP(sse, , V4, 2)
 OPENREG_LSTM_STEP(avx2, OPENREG_TARGET_AVX2, V8, 2)
@@ -159,17 +203,19 @@ OPENREG_LSTM_STEP(avx512, OPENREG_TARGET_AVX512, V16, 4)
 using StepFn = void (*)(const float*, const float*, const float*, const Cells&, float*, int64_t, int64_t, int64_t,
                         int64_t);
 using DhStepFn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t);
+using GateGradsFn = void (*)(const GateGrads&, int64_t, int64_t, int64_t, int64_t);
 
 struct Kernel {
   StepFn step;
   DhStepFn dh_step;
+  GateGradsFn gate_grads;
   int64_t lanes;
 };
 Kernel kernel() {
   switch (loops::width()) {
-    case loops::Width::Avx512: return {step_avx512, dh_step_avx512, 16};
-    case loops::Width::Avx2: return {step_avx2, dh_step_avx2, 8};
-    default: return {step_sse, dh_step_sse, 4};
+    case loops::Width::Avx512: return {step_avx512, dh_step_avx512, gate_grads_avx512, 16};
+    case loops::Width::Avx2: return {step_avx2, dh_step_avx2, gate_grads_avx2, 8};
+    default: return {step_sse, dh_step_sse, gate_grads_sse, 4};
   }
 }
 
@@ -269,26 +315,15 @@ void lstm_loop_backward(const LstmLoopArgs& a, const LstmLoopRecord& rec, const 
     const int64_t j0 = u0 * k.lanes, j1 = u1 * k.lanes;
     for (int64_t s = T - 1; s >= 0; --s) {
       const int64_t t = time_of(a, s);
-      const float* c_prev = s == 0 ? a.cx : rec.c + prev_time(a, t) * B * H;
-      const float* gates = rec.gates + t * B * 4 * H;
-      const float* tanh_c = rec.tanh_c + t * B * H;
-      const float* gy = g.gy ? g.gy + t * B * H : nullptr;
       float* dzt = dz + t * B * 4 * H;
-      for (int64_t m = 0; m < B; ++m) {
-        const float* gr = gates + m * 4 * H;
-        float* dr = dzt + m * 4 * H;
-        for (int64_t j = j0; j < j1; ++j) {
-          const int64_t at = m * H + j;
-          const float i = gr[j], f = gr[H + j], gg = gr[2 * H + j], o = gr[3 * H + j], tc = tanh_c[at];
-          const float dhj = dh[at] + (gy ? gy[at] : 0.0f);
-          const float dcj = dc[at] + dhj * o * (1.0f - tc * tc);
-          dr[j] = dcj * gg * i * (1.0f - i);
-          dr[H + j] = dcj * c_prev[at] * f * (1.0f - f);
-          dr[2 * H + j] = dcj * i * (1.0f - gg * gg);
-          dr[3 * H + j] = dhj * tc * o * (1.0f - o);
-          dc[at] = dcj * f;
-        }
-      }
+      const GateGrads step{rec.gates + t * B * 4 * H,
+                           rec.tanh_c + t * B * H,
+                           s == 0 ? a.cx : rec.c + prev_time(a, t) * B * H,
+                           g.gy ? g.gy + t * B * H : nullptr,
+                           dh,
+                           dc,
+                           dzt};
+      k.gate_grads(step, B, H, j0, j1);
 #pragma omp barrier
       // The previous step's h gradient for this thread's units: every gate column of dz.
       k.dh_step(dzt, a.w_hh, dh, B, H, u0, u1);

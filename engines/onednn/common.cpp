@@ -1,6 +1,8 @@
 // Implementation of common.hpp: descriptors, the LRU primitive cache, execution.
 #include "common.hpp"
 
+#include "data_placement.hpp"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -208,6 +210,7 @@ int host_threads() { return t_budget > 0 ? t_budget : host().num_threads(); }
 
 Threads::Threads(int n) : prev_(omp_get_max_threads()), prev_budget_(t_budget) {
   if (t_budget == 0) t_budget = std::max(1, host().num_threads());
+  note_scope_threads(n > 0 ? n : prev_);
   if (n > 0 && n != prev_) omp_set_num_threads(n);
 }
 Threads::~Threads() {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "data_placement.hpp"
 #include "ops.h"
 #include "ops_misc.h"
 
@@ -27,8 +28,9 @@ std::string dnnl_version_string() {
 
 // A kernel wrapper turning oneDNN's "no implementation" into a decline with
 // the message (other oneDNN errors are INTERNAL).
-// Also picks the thread count: 1 for calls whose largest tensor is below
-// kMemGrain elements, the host's count (torch.get_num_threads()) otherwise;
+// Also picks the thread count: a thread per kMemGrain elements of the call's
+// largest tensor, up to the host's count (torch.get_num_threads()), or per
+// kSpreadGrain when the call reads data several threads wrote (data_placement.hpp);
 // convolution and matmul refine this by FLOPs.
 int64_t largest_tensor(const sdk::Call& call) {
   int64_t m = 0;
@@ -43,8 +45,11 @@ int64_t largest_tensor(const sdk::Call& call) {
 sdk::Kernel guarded(sdk::Kernel k) {
   return [k](const sdk::Call& call) {
     try {
-      Threads threads(threads_for(static_cast<double>(largest_tensor(call)), kMemGrain));
+      const int n = memory_bound_threads(call, largest_tensor(call));
+      Threads threads(n);
+      CallPlacement placement(n);
       k(call);
+      placement.done(call);
     } catch (const dnnl::error& e) {
       // No implementation for this case (dtype, layout, ISA): the next engine
       // takes it. Kernels create all their primitives before writing any

@@ -158,3 +158,38 @@ def test_an_op_sized_by_its_kernel_runs_on_the_worker(run_python):
     caller, busiest_other = json.loads(proc.stdout.strip().splitlines()[-1])
     assert busiest_other >= 20, f"the ops ran too briefly to tell ({busiest_other} ticks)"
     assert caller < busiest_other / 3, f"the calling thread did the work: {caller} ticks against {busiest_other}"
+
+
+SPREAD = CPU_TICKS + """
+torch.set_num_threads(2)
+x = torch.rand(512, 128, device="openreg")
+w = torch.rand(128, 128, device="openreg")
+# 64K elements: one thread for data one thread wrote, two for data written by two
+# (the product: 16.8 MFLOP, two threads).
+h = x @ w if FROM_PRODUCT else x * 1.0
+(x @ w).sum().item()  # either way the worker's team of two has run
+me = threading.get_native_id()  # enqueues; the worker and its team do the work
+before = cpu_ticks()
+for _ in range(100000):
+    h.mul_(1.0)
+torch.openreg.synchronize()
+after = cpu_ticks()
+grew = sorted((after[t] - before.get(t, 0) for t in after if t != me), reverse=True)
+print(json.dumps(grew))
+"""
+
+
+@pytest.mark.parametrize("from_product", [False, True])
+def test_onednn_keeps_data_several_threads_wrote_on_them(run_python, from_product):
+    # engines/onednn/data_placement.hpp: a 64K-element op takes two threads when it
+    # reads data two threads wrote (a matmul's output), so that data stays where the
+    # next matmul's threads read it, and one thread otherwise.
+    if launch_blocking():
+        pytest.skip("with OPENREG_LAUNCH_BLOCKING=1 the calling thread runs every kernel in its own team")
+    proc = run_python(SPREAD.replace("FROM_PRODUCT", str(from_product)), env_extra={"OPENREG_ENGINE": "onednn"})
+    assert proc.returncode == 0, proc.stderr
+    grew = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert grew[0] >= 20, f"the ops ran too briefly to tell ({grew[0]} ticks)"
+    busy = [g for g in grew if g >= grew[0] / 3]
+    expected = 2 if from_product else 1
+    assert len(busy) == expected, f"{len(busy)} threads did the work on data {'two' if from_product else 'one'} wrote: {grew[:4]}"

@@ -450,7 +450,7 @@ def _check_on_whole_steps(table, path, timings, threads, log, n):
     and set aside; a workload the table slows down gets its routes at that thread count
     back to the chain's order (in table["choices"]). Returns what was measured."""
     log(f"checking the table on whole steps, pass {n} of {tuning_check.PASSES} (followed and set aside, "
-        "alternating in one process) ...")
+        "alternating in a process for each thread count) ...")
     checked = tuning_check.measure(path, table["models"], threads)
     for c in checked:
         c["pass"] = n

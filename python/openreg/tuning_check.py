@@ -6,8 +6,8 @@ pooling and ReLU over [64, 16, 8, 8] each ran faster than onednn's, but as lone
 two-thread parallel regions among one-thread ones, whose idle team thread then spins
 for milliseconds on the core the Python thread enqueues from; the digits CNN's
 training step took 2.1 ms on that table against 1.0 on onednn alone. So tune runs
-every workload once more, in one process of the default chain following the new
-table, in rounds that alternate between the table followed and set aside
+every workload once more, in a process of the default chain following the new
+table for each thread count, in rounds that alternate between the table followed and set aside
 (``_C._set_tuned_routes_followed``), and where the table makes a workload's step
 slower by more than ``MARGIN``, the routes that workload used at that thread count go
 back to the chain's order; ``PASSES`` times, each on what the pass before left.
@@ -93,18 +93,26 @@ def _child(models, threads, out_path):
 
 
 def measure(table_path, models, threads):
-    """Runs _child in a process of its own on the table at `table_path`."""
+    """Runs _child on the table at `table_path`, in a process of its own for each
+    thread count: after the one-thread workloads had run in it, a process measured the
+    digits CNN's 2-thread training step at 1.5-1.7 ms either way, where a process of
+    its own measured 1.2 ms in the chain's order and 2.6-3.5 ms on a table that
+    made lone two-thread regions of its pooling and ReLU backward (2.2-2.7x: the
+    check had let such tables through)."""
+    out = []
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "check.json")
-        env = {k: v for k, v in os.environ.items() if k != "OPENREG_ENGINE"}
-        env["OPENREG_ROUTES"] = table_path
-        argv = [sys.executable, "-m", "openreg", "tune", "--check-child", table_path, "--json", path,
-                "--models", ",".join(models), "--threads", ",".join(map(str, threads))]
-        proc = subprocess.run(argv, env=env)
-        if proc.returncode != 0:
-            raise RuntimeError(f"openreg tune: checking the table on whole steps failed (exit {proc.returncode})")
-        with open(path) as f:
-            return json.load(f)
+        for t in threads:
+            path = os.path.join(d, f"check-{t}.json")
+            env = {k: v for k, v in os.environ.items() if k != "OPENREG_ENGINE"}
+            env["OPENREG_ROUTES"] = table_path
+            argv = [sys.executable, "-m", "openreg", "tune", "--check-child", table_path, "--json", path,
+                    "--models", ",".join(models), "--threads", str(t)]
+            proc = subprocess.run(argv, env=env)
+            if proc.returncode != 0:
+                raise RuntimeError(f"openreg tune: checking the table on whole steps failed (exit {proc.returncode})")
+            with open(path) as f:
+                out += json.load(f)
+    return out
 
 
 def used_routes(timings, workload, threads):

@@ -32,9 +32,10 @@ with more the second.
 
 Last, the table is checked on whole steps (:mod:`openreg.tuning_check`): a call's
 own time misses what it costs the calls around it (threads it leaves spinning), so
-each workload runs with the table followed and set aside, alternating in one
-process, and a workload the table slows down by more than ``tuning_check.MARGIN``
-gets the routes it used back to the chain's order, at that thread count; the check
+each workload runs with the table followed and set aside, alternating in a process
+for each thread count, and a workload the table does not make at least
+``tuning_check.MARGIN`` faster gets the routes it used back to the chain's order, at
+that thread count; the check
 runs ``tuning_check.PASSES`` times, each on the table the pass before left.
 
 The table is written per machine (``table_path()``: under ``$XDG_CACHE_HOME`` or
@@ -447,18 +448,21 @@ def _write(table, path):
 
 def _check_on_whole_steps(table, path, timings, threads, log, n):
     """tuning_check's pass `n`: every workload's step with the table at `path` followed
-    and set aside; a workload the table slows down gets its routes at that thread count
-    back to the chain's order (in table["choices"]). Returns what was measured."""
+    and set aside; a workload the table does not make tuning_check.MARGIN faster gets its
+    routes at that thread count back to the chain's order (in table["choices"]). Returns
+    what was measured."""
     log(f"checking the table on whole steps, pass {n} of {tuning_check.PASSES} (followed and set aside, "
         "alternating in a process for each thread count) ...")
     checked = tuning_check.measure(path, table["models"], threads)
     for c in checked:
         c["pass"] = n
-        if c["ratio"] <= 1.0 + tuning_check.MARGIN:
+        if tuning_check.keeps_routes(c["ratio"]):
             continue
         used = tuning_check.used_routes(timings, c["workload"], c["threads"])
         dropped = tuning_check.drop_routes(table["choices"][str(c["threads"])], used)
         c["dropped"] = dropped
+        if not dropped:
+            continue
         log(f"  {c['workload']}, {c['threads']} thread(s): {c['tuned_ms']:.2f} ms a step on the table against "
             f"{c['untuned_ms']:.2f} in the chain's order: its {len(dropped)} routes that left the chain's order "
             "go back to it")

@@ -71,6 +71,14 @@ def test_choose_routes_a_forward_and_its_backward_together(openreg):
     assert choose(alone, order) == {}
 
 
+def test_a_workload_keeps_its_routes_only_where_the_table_makes_its_step_faster(openreg):
+    from openreg.tuning_check import MARGIN, keeps_routes
+
+    assert keeps_routes(0.90) and keeps_routes(1.0 - MARGIN)
+    # Within the margin of no change, or slower: back to the chain's order.
+    assert not keeps_routes(1.0 - MARGIN / 2) and not keeps_routes(1.0) and not keeps_routes(1.05)
+
+
 def test_the_check_on_whole_steps_puts_a_slowed_workloads_routes_back_in_the_chains_order(openreg):
     """tune's last stage (tuning_check): where the table made a workload's step slower,
     the routes that workload called at that thread count go back to the chain's order;

@@ -5,6 +5,7 @@
 // and out through cached reorder primitives, into host scratch buffers.
 #include <cstring>
 
+#include "conv_gemm.hpp"
 #include "ops.h"
 
 namespace onednn_engine {
@@ -195,6 +196,17 @@ bool strided_1x1(const ConvParams& p, const sdk::Tensor& w) {
   return strided;
 }
 
+// A 2-D convolution's parameters for conv_gemm.hpp.
+Conv2dGeometry geometry(const ConvParams& p) {
+  Conv2dGeometry g;
+  for (size_t i = 0; i < 2; ++i) {
+    g.stride[i] = p.strides[i];
+    g.pad[i] = p.pad_l[i];
+    g.dilation[i] = p.dilates[i] + 1;
+  }
+  return g;
+}
+
 template <class K>
 void convolution_impl(const sdk::Call& call) {
   sdk::Tensor x = call.tensor(0), w = call.tensor(1), y = call.output(0);
@@ -203,6 +215,10 @@ void convolution_impl(const sdk::Call& call) {
   ConvParams p = params(call, 3, x, y, w, K::transposed);
   require_padding(call, p);
   Threads threads(threads_for(conv_flops(x, y, w), kFlopGrain));
+  if (!K::transposed && conv_gemm_fits(x, w, y, p.groups, false)) {
+    conv_forward_gemm(x, w, bias, y, geometry(p));
+    return;
+  }
   memory::desc xmd = md_of(x);
   if (!K::transposed && strided_1x1(p, w)) {
     memory::dims d{x.size(0), x.size(1)}, st{x.stride(0), x.stride(1)};
@@ -265,6 +281,11 @@ void convolution_backward_impl(const sdk::Call& call) {
   const ConvParams p = params(call, 4, x, gy, w, K::transposed);
   require_padding(call, p);
   Threads threads(threads_for(conv_flops(x, gy, w), kFlopGrain));
+  if (!K::transposed && conv_gemm_fits(x, w, gy, p.groups, true)) {
+    conv_backward_gemm(gy, x, w, want_gx ? &gx : nullptr, want_gw ? &gw : nullptr, want_gb ? &gb : nullptr,
+                       geometry(p));
+    return;
+  }
   const memory::desc xmd = md_of(x), wmd = weight_md(w, p.groups, K::transposed), gymd = md_of(gy);
   Key base = conv_key(K::transposed ? "deconv_bwd" : "conv_bwd", p);
   base.add(x).add(w).add(gy);

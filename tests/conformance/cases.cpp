@@ -598,6 +598,7 @@ struct ConvShape {
   int64_t N, C, H, W, O, kh, kw, stride, pad, dil, groups;
   bool bias;
   bool transposed;
+  Layout layout = Layout::Contiguous;  // the input's
 };
 
 int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t dil) { return (in + 2 * p - dil * (k - 1) - 1) / s + 1; }
@@ -613,6 +614,13 @@ std::vector<Case> convolution(const Name& n, openreg_dtype d) {
       {"zero batch 0x3x7x7", 0, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, true, false},
       {"8x16x15x15, 16x16x3x3 (parallel path)", 8, 16, 15, 15, 16, 3, 3, 1, 1, 1, 1, true, false},
       {"transposed 2x4x5x5 -> 3, stride 2", 2, 4, 5, 5, 3, 3, 3, 2, 1, 1, 1, true, true},
+      // Output images of at most 4 pixels: onednn's GEMM path below AVX-512.
+      {"8x32x2x2, 24x32x3x3, pad 1 (2x2 output)", 8, 32, 2, 2, 24, 3, 3, 1, 1, 1, 1, true, false},
+      {"3x16x2x5 -> 8, stride 2, pad 1, no bias (1x3 output)", 3, 16, 2, 5, 8, 3, 3, 2, 1, 1, 1, false, false},
+      {"2x6x5x5, dilation 2, pad 1, stride 2 (2x2 output)", 2, 6, 5, 5, 4, 3, 3, 2, 1, 2, 1, true, false},
+      {"strided+offset 4x8x3x3 -> 5, pad 1, stride 2 (2x2 output)", 4, 8, 3, 3, 5, 3, 3, 2, 1, 1, 1, true, false,
+       Layout::Gapped},
+      {"4x8x4x4 -> 16, 1x1 stride 2 (2x2 output)", 4, 8, 4, 4, 16, 1, 1, 2, 0, 1, 1, true, false},
   };
   std::vector<Case> cases;
   for (const auto& s : shapes) {
@@ -628,7 +636,7 @@ std::vector<Case> convolution(const Name& n, openreg_dtype d) {
       Wo = conv_out(s.W, s.kw, s.stride, s.pad, s.dil);
     }
     if (backward) b.tensor(T(d, {s.N, s.O, Ho, Wo}));
-    b.tensor(T(d, input)).tensor(T(d, weight));
+    b.tensor(T(d, input, s.layout)).tensor(T(d, weight));
     if (backward) b.arg(s.bias ? Arg::int_list({s.O}) : Arg::none());
     else b.optional_tensor(s.bias, T(d, {s.O}));
     b.arg(Arg::int_list({s.stride, s.stride})).arg(Arg::int_list({s.pad, s.pad})).arg(Arg::int_list({s.dil, s.dil}));

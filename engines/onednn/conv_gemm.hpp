@@ -27,8 +27,8 @@ struct Conv2dGeometry {
 
 // True when this machine and shape are better served by the GEMM than by
 // oneDNN's direct kernels, for the forward pass or the backward one: no AVX-512
-// (as oneDNN sees the CPU), a small output image y (conv_gemm.cpp's limits),
-// float32, one group, 2-D, a contiguous weight.
+// (as oneDNN sees the CPU), a small output image y and many output channels
+// (conv_gemm.cpp's limits), float32, one group, 2-D, a contiguous weight.
 bool conv_gemm_fits(const sdk::Tensor& x, const sdk::Tensor& w, const sdk::Tensor& y, int64_t groups, bool backward);
 
 // y = conv2d(x, w) + bias; x and y of any strides.

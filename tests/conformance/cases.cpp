@@ -614,13 +614,14 @@ std::vector<Case> convolution(const Name& n, openreg_dtype d) {
       {"zero batch 0x3x7x7", 0, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, true, false},
       {"8x16x15x15, 16x16x3x3 (parallel path)", 8, 16, 15, 15, 16, 3, 3, 1, 1, 1, 1, true, false},
       {"transposed 2x4x5x5 -> 3, stride 2", 2, 4, 5, 5, 3, 3, 3, 2, 1, 1, 1, true, true},
-      // Output images of at most 4 pixels: onednn's GEMM path below AVX-512.
-      {"8x32x2x2, 24x32x3x3, pad 1 (2x2 output)", 8, 32, 2, 2, 24, 3, 3, 1, 1, 1, 1, true, false},
-      {"3x16x2x5 -> 8, stride 2, pad 1, no bias (1x3 output)", 3, 16, 2, 5, 8, 3, 3, 2, 1, 1, 1, false, false},
-      {"2x6x5x5, dilation 2, pad 1, stride 2 (2x2 output)", 2, 6, 5, 5, 4, 3, 3, 2, 1, 2, 1, true, false},
-      {"strided+offset 4x8x3x3 -> 5, pad 1, stride 2 (2x2 output)", 4, 8, 3, 3, 5, 3, 3, 2, 1, 1, 1, true, false,
+      // Small output images with 128 output channels: onednn's GEMM path below AVX-512.
+      {"4x32x2x2, 128x32x3x3, pad 1 (2x2 output)", 4, 32, 2, 2, 128, 3, 3, 1, 1, 1, 1, true, false},
+      {"2x8x4x4, 128x8x3x3, pad 1 (4x4 output)", 2, 8, 4, 4, 128, 3, 3, 1, 1, 1, 1, true, false},
+      {"3x16x2x5 -> 128, stride 2, pad 1, no bias (1x3 output)", 3, 16, 2, 5, 128, 3, 3, 2, 1, 1, 1, false, false},
+      {"2x6x5x5 -> 128, dilation 2, pad 1, stride 2 (2x2 output)", 2, 6, 5, 5, 128, 3, 3, 2, 1, 2, 1, true, false},
+      {"strided+offset 4x8x3x3 -> 128, pad 1, stride 2 (2x2 output)", 4, 8, 3, 3, 128, 3, 3, 2, 1, 1, 1, true, false,
        Layout::Gapped},
-      {"4x8x4x4 -> 16, 1x1 stride 2 (2x2 output)", 4, 8, 4, 4, 16, 1, 1, 2, 0, 1, 1, true, false},
+      {"4x8x4x4 -> 128, 1x1 stride 2 (2x2 output)", 4, 8, 4, 4, 128, 1, 1, 2, 0, 1, 1, true, false},
   };
   std::vector<Case> cases;
   for (const auto& s : shapes) {

@@ -186,10 +186,20 @@ def test_onednn_keeps_data_several_threads_wrote_on_them(run_python, from_produc
     # next matmul's threads read it, and one thread otherwise.
     if launch_blocking():
         pytest.skip("with OPENREG_LAUNCH_BLOCKING=1 the calling thread runs every kernel in its own team")
-    proc = run_python(SPREAD.replace("FROM_PRODUCT", str(from_product)), env_extra={"OPENREG_ENGINE": "onednn"})
-    assert proc.returncode == 0, proc.stderr
-    grew = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert grew[0] >= 20, f"the ops ran too briefly to tell ({grew[0]} ticks)"
-    busy = [g for g in grew if g >= grew[0] / 3]
+    # Up to three processes: on a 2-core AVX2 VM about one process in six ran the loop
+    # without the worker's team thread at all (3 threads listed, not 4), with this
+    # build and with the one before it alike (not root-caused; docs/design.md, "Data
+    # several threads wrote keeps several threads"). A build without the rule gives 1
+    # every time, so the check still fails there.
     expected = 2 if from_product else 1
-    assert len(busy) == expected, f"{len(busy)} threads did the work on data {'two' if from_product else 'one'} wrote: {grew[:4]}"
+    seen = []
+    for _ in range(3):
+        proc = run_python(SPREAD.replace("FROM_PRODUCT", str(from_product)), env_extra={"OPENREG_ENGINE": "onednn"})
+        assert proc.returncode == 0, proc.stderr
+        grew = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert grew[0] >= 20, f"the ops ran too briefly to tell ({grew[0]} ticks)"
+        busy = [g for g in grew if g >= grew[0] / 3]
+        if len(busy) == expected:
+            return
+        seen.append(grew[:4])
+    raise AssertionError(f"threads that did the work on data {'two' if from_product else 'one'} wrote, in 3 processes: {seen}")

@@ -30,9 +30,11 @@ constexpr int64_t kGemmConvMinOutputChannels = 128;
 
 }  // namespace
 
-bool conv_gemm_fits(const sdk::Tensor& x, const sdk::Tensor& w, const sdk::Tensor& y, int64_t groups, bool backward) {
+bool conv_gemm_fits(const sdk::Tensor& x, const sdk::Tensor& w, const sdk::Tensor& y, int64_t groups, bool backward,
+                    const sdk::Tensor* grad_weight) {
   if (cpu_caps().avx512_core || groups != 1 || x.dim() != 4 || !is_f32(y.dtype()) || !is_f32(x.dtype()) ||
-      !is_f32(w.dtype()) || !w.is_contiguous() || w.size(0) < kGemmConvMinOutputChannels)
+      !is_f32(w.dtype()) || !w.is_contiguous() || w.size(0) < kGemmConvMinOutputChannels ||
+      (grad_weight && !grad_weight->is_contiguous()))
     return false;
   const bool one_by_one = w.size(2) == 1 && w.size(3) == 1;
   const int64_t most = backward ? kGemmConvBackwardMaxPixels : one_by_one ? kGemmConv1x1MaxPixels : kGemmConvMaxPixels;
@@ -51,15 +53,12 @@ Dims dims_of(const sdk::Tensor& x, const sdk::Tensor& w, const sdk::Tensor& y) {
   return Dims{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), y.size(2), y.size(3)};
 }
 
-// Elements a chunk of the loops below takes before a second thread joins
-// (ATen's grain).
-constexpr int64_t kGrainElements = 32768;
-
 // Runs f(c0, c1) over [0, count) in chunks of whole channels (input or output
-// ones) of `per_channel` elements each, on the host's threads.
+// ones) of `per_channel` elements each, on the host's threads (the SDK's grain).
 template <class F>
 void by_channels(int64_t count, int64_t per_channel, F f) {
-  host().parallel_for(0, count, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(per_channel, 1)), std::move(f));
+  host().parallel_for(0, count, std::max<int64_t>(1, sdk::kParallelGrain / std::max<int64_t>(per_channel, 1)),
+                      std::move(f));
 }
 
 // Visits every (window row, column) pair of input channels [c0, c1) with the
@@ -170,29 +169,18 @@ void conv_backward_gemm(const sdk::Tensor& gy, const sdk::Tensor& x, const sdk::
       });
     });
   }
-  if (gw || gb) {
-    if (gw) {
-      // grad_weight[o, row] = grad[o, col] @ columns[row, col]^T.
-      const float* columns = window_columns(buf, d, x, g);
-      float* out = gw->is_contiguous() ? reinterpret_cast<float*>(gw->bytes()) : buf.floats(d.O * rows);
-      gemm('N', 'T', d.O, rows, cols, grad, cols, columns, cols, out);
-      if (!gw->is_contiguous()) {
-        float* gwp = reinterpret_cast<float*>(gw->bytes());
-        for (int64_t o = 0; o < d.O; ++o)
-          for (int64_t c = 0; c < d.C; ++c)
-            for (int64_t i = 0; i < d.KH; ++i)
-              for (int64_t j = 0; j < d.KW; ++j)
-                gwp[o * gw->stride(0) + c * gw->stride(1) + i * gw->stride(2) + j * gw->stride(3)] =
-                    out[o * rows + (c * d.KH + i) * d.KW + j];
-      }
-    }
-    if (gb) {
-      float* gbp = reinterpret_cast<float*>(gb->bytes());
-      for (int64_t o = 0; o < d.O; ++o) {
-        double sum = 0.0;
-        for (int64_t col = 0; col < cols; ++col) sum += grad[o * cols + col];
-        gbp[o * gb->stride(0)] = static_cast<float>(sum);
-      }
+  if (gw) {
+    // grad_weight[o, row] = grad[o, col] @ columns[row, col]^T, into the
+    // contiguous weight gradient (conv_gemm_fits).
+    const float* columns = window_columns(buf, d, x, g);
+    gemm('N', 'T', d.O, rows, cols, grad, cols, columns, cols, reinterpret_cast<float*>(gw->bytes()));
+  }
+  if (gb) {
+    float* gbp = reinterpret_cast<float*>(gb->bytes());
+    for (int64_t o = 0; o < d.O; ++o) {
+      double sum = 0.0;
+      for (int64_t col = 0; col < cols; ++col) sum += grad[o * cols + col];
+      gbp[o * gb->stride(0)] = static_cast<float>(sum);
     }
   }
 }

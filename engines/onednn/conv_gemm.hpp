@@ -28,8 +28,10 @@ struct Conv2dGeometry {
 // True when this machine and shape are better served by the GEMM than by
 // oneDNN's direct kernels, for the forward pass or the backward one: no AVX-512
 // (as oneDNN sees the CPU), a small output image y and many output channels
-// (conv_gemm.cpp's limits), float32, one group, 2-D, a contiguous weight.
-bool conv_gemm_fits(const sdk::Tensor& x, const sdk::Tensor& w, const sdk::Tensor& y, int64_t groups, bool backward);
+// (conv_gemm.cpp's limits), float32, one group, 2-D, a contiguous weight (and
+// weight gradient, when given).
+bool conv_gemm_fits(const sdk::Tensor& x, const sdk::Tensor& w, const sdk::Tensor& y, int64_t groups, bool backward,
+                    const sdk::Tensor* grad_weight = nullptr);
 
 // y = conv2d(x, w) + bias; x and y of any strides.
 void conv_forward_gemm(const sdk::Tensor& x, const sdk::Tensor& w, const std::optional<sdk::Tensor>& bias,
@@ -37,7 +39,8 @@ void conv_forward_gemm(const sdk::Tensor& x, const sdk::Tensor& w, const std::op
 
 // The gradients conv_forward_gemm's forward pass has, for the same shapes
 // (conv_gemm_fits(x, w, grad_output, groups, true)): grad_input, grad_weight
-// and grad_bias, each written when not null (any strides).
+// (contiguous) and grad_bias, each written when not null (grad_input and
+// grad_bias of any strides).
 void conv_backward_gemm(const sdk::Tensor& grad_output, const sdk::Tensor& x, const sdk::Tensor& w,
                         const sdk::Tensor* grad_input, const sdk::Tensor* grad_weight, const sdk::Tensor* grad_bias,
                         const Conv2dGeometry& g);

@@ -281,7 +281,7 @@ void convolution_backward_impl(const sdk::Call& call) {
   const ConvParams p = params(call, 4, x, gy, w, K::transposed);
   require_padding(call, p);
   Threads threads(threads_for(conv_flops(x, gy, w), kFlopGrain));
-  if (!K::transposed && conv_gemm_fits(x, w, gy, p.groups, true)) {
+  if (!K::transposed && conv_gemm_fits(x, w, gy, p.groups, true, want_gw ? &gw : nullptr)) {
     conv_backward_gemm(gy, x, w, want_gx ? &gx : nullptr, want_gw ? &gw : nullptr, want_gb ? &gb : nullptr,
                        geometry(p));
     return;

@@ -273,10 +273,10 @@ void run_reduction(const sdk::Call& call, bool mean) {
   int64_t count = 1;
   for (int64_t i = 0; i < n; ++i)
     if (red[static_cast<size_t>(i)]) count *= x.size(i);
+  const double scale = mean ? 1.0 / static_cast<double>(count) : 1.0;
   auto loop = [&] {
     dispatch_float(x.dtype(), "reduction", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const double scale = mean ? 1.0 / static_cast<double>(count) : 1.0;
       if (sdk::sum_outer<T>(host(), x, out, red, keepdim, scale, vector_isa())) return;  // outer dims summed row by row (bias gradients)
       if (sum_rows<T>(x, out, red, ds, scale)) return;
       if (sum_trailing<T>(x, out, red, scale)) return;
@@ -301,7 +301,7 @@ void run_reduction(const sdk::Call& call, bool mean) {
     bool done = false;
     dispatch_float(x.dtype(), "reduction", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      done = sum_trailing<T>(x, out, red, mean ? 1.0 / static_cast<double>(count) : 1.0);
+      done = sum_trailing<T>(x, out, red, scale);
     });
     if (done) return;
   }
@@ -310,7 +310,6 @@ void run_reduction(const sdk::Call& call, bool mean) {
     bool done = false;
     dispatch_float(x.dtype(), "reduction", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const double scale = mean ? 1.0 / static_cast<double>(count) : 1.0;
       done = sdk::sum_outer<T>(host(), x, out, red, keepdim, scale, vector_isa()) || sum_rows<T>(x, out, red, ds, scale);
     });
     if (done) return;

@@ -3,9 +3,18 @@
 // which ATen leaves to private-use backends: with them the reference engine runs
 // these ops like any other, and both conformance suites have a reference.
 //
-// The definition is ATen's math path (matmul, mask, softmax, matmul), computed in
-// float64 and rounded once to the arguments' dtype; the logsumexp of each score
-// row is float32, as the ops' Meta kernel sizes it. The contract engines share:
+// The forward has two kernels behind one contract. Where torch CPU's own flash
+// attention kernel covers the call (flash_covers: operands with unit-stride rows, one
+// head size, not both a mask and is_causal), it runs: what
+// F.scaled_dot_product_attention runs on torch CPU, so inference on the reference
+// engine's chains (its own, eigen's, a third-party engine's) gets torch CPU's attention
+// speed (core's choice sends training there only when another engine serves the op,
+// core/src/aten/attention.cpp). Everything else, and every backward, takes the
+// definition: ATen's math path (matmul, mask, softmax, matmul) computed in float64 and
+// rounded once to the arguments' dtype. (The flash backward reads the forward's output,
+// which the contract's backward does not: it rebuilds the probabilities from the
+// logsumexp alone, and the conformance cases give it any logsumexp.) The logsumexp of
+// each score row is float32, as the ops' Meta kernel sizes it. The contract engines share:
 //  - scale defaults to 1/sqrt(E); is_causal keeps key j <= query i (top left);
 //  - a bool attn_bias keeps the positions that are true, a float one is added;
 //    either broadcasts to [batch, heads, L, S];
@@ -73,16 +82,60 @@ double scale_of(const Tensor& q, std::optional<double> scale) {
 // [.., H, L] -> [B, H, L] (B = 1 for 3-d inputs), as the Meta kernel sizes it.
 Tensor batched(const Tensor& t, const Tensor& q) { return q.dim() == 3 ? t.unsqueeze(0) : t; }
 
+// ---- torch CPU's flash attention kernel, where it covers the call
+
+bool unit_stride_rows(const Tensor& t) { return t.stride(-1) == 1 || t.size(-1) == 1; }
+
+bool flash_covers(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& bias, bool is_causal) {
+  const bool has_bias = bias && bias->defined();
+  if (has_bias && (is_causal || (bias->scalar_type() != at::kBool && bias->scalar_type() != q.scalar_type()))) {
+    return false;
+  }
+  return v.size(-1) == q.size(-1) && q.numel() > 0 && k.numel() > 0 && unit_stride_rows(q) && unit_stride_rows(k) &&
+         unit_stride_rows(v);
+}
+
+// The mask as the flash kernel takes it: a bool mask becomes 0 / -inf in the query's dtype.
+OptTensor flash_mask(const OptTensor& bias, const Tensor& q) {
+  if (!bias || !bias->defined()) return std::nullopt;
+  if (bias->scalar_type() != at::kBool) return bias;
+  return at::zeros(bias->sizes(), q.options()).masked_fill_(bias->logical_not(), -std::numeric_limits<double>::infinity());
+}
+
+Tensor as_4d(const Tensor& t) { return t.dim() == 3 ? t.unsqueeze(0) : t; }
+
+std::tuple<Tensor, Tensor> flash_forward(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& bias,
+                                         bool is_causal, std::optional<double> scale) {
+  const int64_t hq = q.size(-3);
+  auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(
+      as_4d(q), as_4d(per_query_head(k, hq)), as_4d(per_query_head(v, hq)), 0.0, is_causal, flash_mask(bias, q), scale);
+  // A row with every key masked: the flash kernel gives output 0 and logsumexp 0; the
+  // contract's logsumexp is +inf (not both a mask and is_causal here, and a causal row
+  // always sees its first key).
+  if (bias && bias->defined()) {
+    const Tensor masked = bias->scalar_type() == at::kBool ? bias->logical_not() : bias->isneginf();
+    lse.masked_fill_(masked.all(-1), std::numeric_limits<double>::infinity());
+  }
+  return {q.dim() == 3 ? out.squeeze(0) : out, lse.to(at::kFloat)};
+}
+
+// ---- the ops' CPU kernels: the flash kernel where it covers the forward, else the definition
+
 std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor> fused_attention(
     const Tensor& query, const Tensor& key, const Tensor& value, const OptTensor& attn_bias, double dropout_p,
     bool is_causal, bool /*return_debug_mask*/, std::optional<double> scale) {
   check_inputs(query, key, value, dropout_p, "_scaled_dot_product_fused_attention_overrideable");
+  const Tensor zero = at::zeros({}, query.options().dtype(at::kLong));
+  if (flash_covers(query, key, value, attn_bias, is_causal)) {
+    auto [out, lse] = flash_forward(query, key, value, attn_bias, is_causal, scale);
+    return {out, lse, Tensor(), Tensor(), c10::SymInt(query.size(-2)), c10::SymInt(key.size(-2)), zero, zero.clone(),
+            Tensor()};
+  }
   const Tensor s = scores_of(query, key, attn_bias, is_causal, scale_of(query, scale));
   // A row with every key masked: logsumexp +inf (as flash attention), so its weights are 0.
   Tensor lse = s.logsumexp(-1, /*keepdim=*/true);
   lse.masked_fill_(lse == -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity());
   const Tensor out = at::matmul((s - lse).exp(), per_query_head(value, query.size(-3)).to(at::kDouble));
-  const Tensor zero = at::zeros({}, query.options().dtype(at::kLong));
   return {out.to(query.scalar_type()), batched(lse.squeeze(-1), query).to(at::kFloat), Tensor(), Tensor(),
           c10::SymInt(query.size(-2)), c10::SymInt(key.size(-2)), zero, zero.clone(), Tensor()};
 }

@@ -11,7 +11,8 @@ ATen leaves these ops to private-use backends, so torch CPU has no kernel for
 them. The reference is ATen's math path written here with torch CPU ops in
 float64 (rounded once), registered as the ops' CPU kernels in the process that
 builds the cases when none is there (the reference engine registers its own C++
-copy of the same definition, engines/aten_ref/attention_cpu.cpp). The backward's
+copy of the same definition, engines/aten_ref/attention_cpu.cpp, whose forward runs
+torch CPU's flash kernel where that covers the call). The backward's
 cases get an output and logsumexp made by the same reference, so the probabilities
 it rebuilds from them are the forward's.
 """

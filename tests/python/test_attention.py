@@ -20,10 +20,13 @@ FWD = "aten::_scaled_dot_product_fused_attention_overrideable"
 BWD = "aten::_scaled_dot_product_fused_attention_overrideable_backward"
 
 
-def _fused_chain(openreg):
-    """Whether this chain takes the fused op for float32: an engine implements it
-    (onednn; the reference engine aten_ref does not count)."""
-    return "onednn" in openreg.info()["chain"]
+def _fused_chain(openreg, grad=True):
+    """Whether this chain takes the fused op for float32: with autograd, only when an
+    engine implements it (onednn); without, also when only the reference engine does
+    (aten_ref runs torch CPU's flash kernel forward, its backward is the slow float64
+    definition)."""
+    chain = openreg.info()["chain"]
+    return "onednn" in chain or (not grad and "aten_ref" in chain)
 
 
 def _qkv(b=2, h=4, L=37, S=29, E=16, Ev=12, seed=0):
@@ -78,15 +81,20 @@ def _run(openreg, name):
     return out_cpu, out_dev, cpu, dev, openreg.stats()
 
 
-def test_fused_sdp_choice_is_overrideable(openreg):
-    q, k, v = (t.to("openreg") for t in _qkv())
-    want = (SDPBackend.OVERRIDEABLE if _fused_chain(openreg) else SDPBackend.MATH).value
+@pytest.mark.parametrize("grad", [False, True])
+def test_fused_sdp_choice_is_overrideable(openreg, grad):
+    q, k, v = (t.to("openreg").requires_grad_(grad) for t in _qkv())
+    want = (SDPBackend.OVERRIDEABLE if _fused_chain(openreg, grad) else SDPBackend.MATH).value
     assert torch._fused_sdp_choice(q, k, v) == want
     assert torch._fused_sdp_choice(q, k, v, is_causal=True) == want
     mask = torch.zeros(37, 29, device="openreg")
     assert torch._fused_sdp_choice(q, k, v, mask, scale=0.5) == want
     # grouped-query attention: the engines take key/value heads that divide the query's
     assert torch._fused_sdp_choice(q, k[:, :2], v[:, :2], enable_gqa=True) == want
+    if grad:  # under no_grad autograd asks for no backward
+        with torch.no_grad():
+            assert torch._fused_sdp_choice(q, k, v) == (
+                SDPBackend.OVERRIDEABLE if _fused_chain(openreg, grad=False) else SDPBackend.MATH).value
 
 
 @pytest.mark.parametrize("why,call", [
@@ -106,7 +114,7 @@ def test_fused_sdp_choice_is_math_for_inputs_the_fused_op_does_not_take(openreg,
 
 
 def test_sdpa_kernel_context_is_respected(openreg):
-    if not _fused_chain(openreg):
+    if not _fused_chain(openreg, grad=False):
         pytest.skip("this chain takes the math path anyway")
     q, k, v = (t.to("openreg") for t in _qkv())
     with sdpa_kernel(SDPBackend.MATH):
@@ -139,7 +147,7 @@ def test_grouped_heads_take_the_fused_op_without_autograd(openreg, assert_close_
         got = F.scaled_dot_product_attention(*(t.to("openreg") for t in (q, k, v)), enable_gqa=True)
     assert_close_cpu(got, want, atol=1e-5, rtol=1e-4)
     stats = openreg.stats()
-    if _fused_chain(openreg):
+    if _fused_chain(openreg, grad=False):
         assert sum(stats.get(FWD, {}).values()) == 1, stats
         assert "aten::bmm" not in stats, stats
 
@@ -209,27 +217,37 @@ def test_the_fused_op_refuses_dropout_with_a_clear_error(openreg):
         torch.openreg.synchronize()
 
 
-@pytest.mark.parametrize("engine,fallback,want", [
-    ("eigen", "none", SDPBackend.MATH),        # no engine has the op
-    ("eigen", "aten_ref", SDPBackend.MATH),    # only the reference, behind a native engine
-    ("aten_ref", "aten_ref", SDPBackend.MATH),  # the reference alone: math is faster
-    ("onednn", "none", SDPBackend.OVERRIDEABLE),
+@pytest.mark.parametrize("engine,fallback,want_inference,want_training", [
+    ("eigen", "none", SDPBackend.MATH, SDPBackend.MATH),  # no engine has the op
+    # only the reference (behind a native engine, or alone): its forward is torch CPU's
+    # flash kernel, its backward the float64 definition, slower than the math path
+    ("eigen", "aten_ref", SDPBackend.OVERRIDEABLE, SDPBackend.MATH),
+    ("aten_ref", "aten_ref", SDPBackend.OVERRIDEABLE, SDPBackend.MATH),
+    ("onednn", "none", SDPBackend.OVERRIDEABLE, SDPBackend.OVERRIDEABLE),
 ])
-def test_the_choice_follows_the_chain(run_python, engine, fallback, want):
+def test_the_choice_follows_the_chain(run_python, engine, fallback, want_inference, want_training):
     code = (
         "import torch, openreg\n"
         "import torch.nn.functional as F\n"
         "q = torch.randn(2, 4, 8, 16)\n"
-        "d = q.to('openreg')\n"
-        "print(torch._fused_sdp_choice(d, d, d))\n"
-        "out = F.scaled_dot_product_attention(d, d, d)\n"
-        "print(float((out.cpu() - F.scaled_dot_product_attention(q, q, q)).abs().max()))\n"
+        "for grad in (False, True):\n"
+        "    qc = q.clone().requires_grad_(grad)\n"
+        "    d = q.to('openreg').requires_grad_(grad)\n"
+        "    out = F.scaled_dot_product_attention(d, d, d)\n"
+        "    ref = F.scaled_dot_product_attention(qc, qc, qc)\n"
+        "    err = float((out.detach().cpu() - ref.detach()).abs().max())\n"
+        "    if grad:\n"
+        "        out.sum().backward(); ref.sum().backward()\n"
+        "        err = max(err, float((d.grad.cpu() - qc.grad).abs().max()))\n"
+        "    print(torch._fused_sdp_choice(d, d, d), err)\n"
     )
     proc = run_python(code, env_extra={"OPENREG_ENGINE": engine, "OPENREG_FALLBACK": fallback})
     assert proc.returncode == 0, proc.stderr
-    choice, err = proc.stdout.split()
-    assert int(choice) == want.value
-    assert float(err) < 1e-5
+    (choice_inference, err_inference), (choice_training, err_training) = (
+        line.split() for line in proc.stdout.splitlines())
+    assert int(choice_inference) == want_inference.value
+    assert int(choice_training) == want_training.value
+    assert float(err_inference) < 1e-5 and float(err_training) < 1e-4
 
 
 def _train_step(model, inputs, target):

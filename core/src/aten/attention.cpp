@@ -6,8 +6,8 @@
 // answer is SDPBackend::overrideable when the engine chain serves
 // aten::_scaled_dot_product_fused_attention_overrideable for the inputs' dtype and
 // the inputs are ones the engines take (the checks CPU's choice makes for its flash
-// kernel; the reference engine's float64 replay does not count, see chain_serves);
-// else SDPBackend::math, ATen's decomposition into matmul, softmax and
+// kernel; where only the reference engine serves it, for inference only: see
+// chain_server); else SDPBackend::math, ATen's decomposition into matmul, softmax and
 // matmul, each routed to the engines as usual. The overrideable forward and its
 // backward (derivatives.yaml pairs them under AutogradPrivateUse1) route like any op
 // (op_routing.cpp registers route_call for them, since their composite kernels only
@@ -17,6 +17,7 @@
 #include "../runtime/runtime.h"
 
 #include <ATen/Context.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <torch/library.h>
@@ -30,25 +31,47 @@ namespace {
 
 constexpr const char* kFusedOp = "aten::_scaled_dot_product_fused_attention_overrideable";
 
-// True when an engine of the chain lists the fused op for `dtype`. The reference
-// engine (ANY_OP) does not count: its kernel is the conformance definition, computed
-// in float64, and the math path is faster wherever it would be the one to serve
-// (its matmuls and softmax go to the chain's engines, aten_ref's included, in the
-// input dtype: on the aten_ref chain GPT-2's training step took 1.41x torch CPU's
-// time through the fused op against 0.98x through the math path). The chain is fixed
-// once loaded, so the answer is kept per dtype (every SDPA call asks).
-bool chain_serves(at::ScalarType dtype) {
-  static std::array<std::atomic<int8_t>, static_cast<size_t>(at::ScalarType::NumOptions)> known{};  // 0: not asked
+// Who in the chain serves the fused op for a dtype.
+enum class Server : int8_t { kUnknown = 0, kNone, kReferenceOnly, kEngine };
+
+// kEngine when an engine of the chain lists the fused op for `dtype`; kReferenceOnly
+// when only the reference engine (ANY_OP) would run it. Its forward is torch CPU's
+// flash kernel for the inputs fused_inputs lets through, its backward the float64
+// definition (engines/aten_ref/attention_cpu.cpp), slower than the math path's ops:
+// on the aten_ref chain GPT-2's training step took 1.41x torch CPU's time through the
+// fused ops against 0.98x through the math path. So the reference serves inference
+// only (see wants_grad). The chain is fixed once loaded, so the answer is kept per
+// dtype (every SDPA call asks).
+Server chain_server(at::ScalarType dtype) {
+  static std::array<std::atomic<int8_t>, static_cast<size_t>(at::ScalarType::NumOptions)> known{};
   auto& slot = known[static_cast<size_t>(dtype)];
-  if (const int8_t k = slot.load(std::memory_order_acquire)) return k > 0;
+  if (const int8_t k = slot.load(std::memory_order_acquire)) return static_cast<Server>(k);
   lazy_init();
   openreg_dtype d{};
-  bool served = false;
+  Server served = Server::kNone;
   if (bridge::to_abi_dtype(dtype, &d)) {
-    for (const auto& c : route_table().route(kFusedOp, d, true)->candidates) served = served || !c.engine->any_op();
+    for (const auto& c : route_table().route(kFusedOp, d, true)->candidates) {
+      if (!c.engine->any_op()) served = Server::kEngine;
+      else if (served == Server::kNone) served = Server::kReferenceOnly;
+    }
   }
-  slot.store(served ? 1 : -1, std::memory_order_release);
+  slot.store(static_cast<int8_t>(served), std::memory_order_release);
   return served;
+}
+
+// Whether autograd will ask for the backward of this call.
+bool wants_grad(const sdp::sdp_params& p) {
+  return at::GradMode::is_enabled() &&
+         (p.query.requires_grad() || p.key.requires_grad() || p.value.requires_grad() ||
+          (p.attn_mask.has_value() && p.attn_mask->requires_grad()));
+}
+
+bool chain_serves(const sdp::sdp_params& p) {
+  switch (chain_server(p.query.scalar_type())) {
+    case Server::kEngine: return true;
+    case Server::kReferenceOnly: return !wants_grad(p);
+    default: return false;
+  }
 }
 
 bool is_float(at::ScalarType t) {
@@ -87,7 +110,7 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
                          std::optional<double> /*scale*/, bool enable_gqa) {
   const sdp::sdp_params p{query, key, value, attn_mask, dropout_p, is_causal, enable_gqa};
   const auto& ctx = at::globalContext();
-  if (ctx.userEnabledOverrideableSDP() && fused_inputs(p) && chain_serves(query.scalar_type())) {
+  if (ctx.userEnabledOverrideableSDP() && fused_inputs(p) && chain_serves(p)) {
     return static_cast<int64_t>(sdp::SDPBackend::overrideable);
   }
   // As CPU's choice: math when allowed (sdpa_kernel may have turned it off).

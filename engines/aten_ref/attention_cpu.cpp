@@ -3,18 +3,21 @@
 // which ATen leaves to private-use backends: with them the reference engine runs
 // these ops like any other, and both conformance suites have a reference.
 //
-// The forward has two kernels behind one contract. Where torch CPU's own flash
-// attention kernel covers the call (flash_covers: operands with unit-stride rows, one
-// head size, not both a mask and is_causal), it runs: what
-// F.scaled_dot_product_attention runs on torch CPU, so inference on the reference
-// engine's chains (its own, eigen's, a third-party engine's) gets torch CPU's attention
-// speed (core's choice sends training there only when another engine serves the op,
-// core/src/aten/attention.cpp). Everything else, and every backward, takes the
-// definition: ATen's math path (matmul, mask, softmax, matmul) computed in float64 and
-// rounded once to the arguments' dtype. (The flash backward reads the forward's output,
-// which the contract's backward does not: it rebuilds the probabilities from the
-// logsumexp alone, and the conformance cases give it any logsumexp.) The logsumexp of
-// each score row is float32, as the ops' Meta kernel sizes it. The contract engines share:
+// The forward has two kernels behind one contract:
+//  - torch CPU's flash attention kernel, what F.scaled_dot_product_attention runs on
+//    torch CPU, where it covers the call (flash_covers: operands with unit-stride rows,
+//    one head size for query and value, not both a mask and is_causal; core's SDPA
+//    choice, core/src/aten/attention.cpp, checks the same before it sends inference on
+//    a chain without another engine for the op here). It accumulates in float32, and
+//    for bfloat16 and float16 rounds the probabilities to that dtype before the second
+//    product, as torch CPU does;
+//  - otherwise the definition: ATen's math path (matmul, mask, softmax, matmul)
+//    computed in float64 and rounded once to the arguments' dtype.
+// The backward is always the definition: the flash backward reads the forward's output,
+// which the contract's backward does not (it rebuilds the probabilities from the
+// logsumexp alone, and the conformance cases give it any logsumexp), so core's choice
+// keeps training on such chains on the math path. The logsumexp of each score row is
+// float32, as the ops' Meta kernel sizes it. The contract engines share:
 //  - scale defaults to 1/sqrt(E); is_causal keeps key j <= query i (top left);
 //  - a bool attn_bias keeps the positions that are true, a float one is added;
 //    either broadcasts to [batch, heads, L, S];
@@ -95,11 +98,17 @@ bool flash_covers(const Tensor& q, const Tensor& k, const Tensor& v, const OptTe
          unit_stride_rows(v);
 }
 
-// The mask as the flash kernel takes it: a bool mask becomes 0 / -inf in the query's dtype.
+// The mask as the flash kernel takes it: 4-d (it takes 2-d or 4-d only; the contract
+// broadcasts any rank up to 4, so leading dims of 1 are added), a bool mask as 0 / -inf
+// in the query's dtype.
 OptTensor flash_mask(const OptTensor& bias, const Tensor& q) {
   if (!bias || !bias->defined()) return std::nullopt;
-  if (bias->scalar_type() != at::kBool) return bias;
-  return at::zeros(bias->sizes(), q.options()).masked_fill_(bias->logical_not(), -std::numeric_limits<double>::infinity());
+  Tensor m = bias->scalar_type() != at::kBool
+                 ? *bias
+                 : at::zeros(bias->sizes(), q.options())
+                       .masked_fill_(bias->logical_not(), -std::numeric_limits<double>::infinity());
+  while (m.dim() < 4) m = m.unsqueeze(0);
+  return m;
 }
 
 Tensor as_4d(const Tensor& t) { return t.dim() == 3 ? t.unsqueeze(0) : t; }

@@ -83,7 +83,8 @@ def _run(openreg, name):
 
 @pytest.mark.parametrize("grad", [False, True])
 def test_fused_sdp_choice_is_overrideable(openreg, grad):
-    q, k, v = (t.to("openreg").requires_grad_(grad) for t in _qkv())
+    # one head size for query and value: what aten_ref's flash forward takes
+    q, k, v = (t.to("openreg").requires_grad_(grad) for t in _qkv(Ev=16))
     want = (SDPBackend.OVERRIDEABLE if _fused_chain(openreg, grad) else SDPBackend.MATH).value
     assert torch._fused_sdp_choice(q, k, v) == want
     assert torch._fused_sdp_choice(q, k, v, is_causal=True) == want
@@ -116,7 +117,7 @@ def test_fused_sdp_choice_is_math_for_inputs_the_fused_op_does_not_take(openreg,
 def test_sdpa_kernel_context_is_respected(openreg):
     if not _fused_chain(openreg, grad=False):
         pytest.skip("this chain takes the math path anyway")
-    q, k, v = (t.to("openreg") for t in _qkv())
+    q, k, v = (t.to("openreg") for t in _qkv(Ev=16))
     with sdpa_kernel(SDPBackend.MATH):
         assert torch._fused_sdp_choice(q, k, v) == SDPBackend.MATH.value
     with sdpa_kernel(SDPBackend.OVERRIDEABLE):
@@ -139,7 +140,7 @@ def test_sdpa_forward_and_backward_match_cpu(openreg, assert_close_cpu, name):
 
 @pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
 def test_grouped_heads_take_the_fused_op_without_autograd(openreg, assert_close_cpu, mode):
-    q, k, v = _qkv()
+    q, k, v = _qkv(Ev=16)  # one head size: what aten_ref's flash forward takes
     k, v = k[:, :2].contiguous(), v[:, :2].contiguous()
     want = F.scaled_dot_product_attention(q, k, v, is_causal=False, enable_gqa=True)
     openreg.reset_stats()
@@ -162,21 +163,122 @@ def test_grouped_heads_that_do_not_divide_raise_as_on_cpu(openreg):
     assert str(dev_error.value).split("\n")[0] == str(cpu_error.value).split("\n")[0]
 
 
-def test_fully_masked_rows_give_zeros_as_cpu(openreg, assert_close_cpu):
+@pytest.mark.parametrize("grad", [True, False])
+def test_fully_masked_rows_give_zeros_as_cpu(openreg, assert_close_cpu, grad):
     """Padded generation (GPT-2, LLaMA) masks every key of some rows: CPU gives 0
-    there, and zero gradients."""
-    q, k, v = _qkv(L=9, S=7)
+    there, and zero gradients. (Without autograd, chains without onednn take aten_ref's
+    flash forward, which handles such rows itself.)"""
+    q, k, v = _qkv(L=9, S=7, Ev=16)
     mask = _bool_mask((2, 1, 9, 7))
     mask[0, 0, 3] = False
-    cpu = [t.clone().requires_grad_() for t in (q, k, v)]
-    dev = [t.to("openreg").requires_grad_() for t in (q, k, v)]
+    cpu = [t.clone().requires_grad_(grad) for t in (q, k, v)]
+    dev = [t.to("openreg").requires_grad_(grad) for t in (q, k, v)]
+    openreg.reset_stats()
     out_cpu = F.scaled_dot_product_attention(*cpu, attn_mask=mask)
     out_dev = F.scaled_dot_product_attention(*dev, attn_mask=mask.to("openreg"))
-    out_cpu.sum().backward()
-    out_dev.sum().backward()
     assert_close_cpu(out_dev, out_cpu, atol=1e-5, rtol=1e-4)
-    for d, c in zip(dev, cpu):
-        assert_close_cpu(d.grad, c.grad, atol=1e-5, rtol=1e-4)
+    assert (FWD in openreg.stats()) == _fused_chain(openreg, grad), openreg.stats()
+    if grad:
+        out_cpu.sum().backward()
+        out_dev.sum().backward()
+        for d, c in zip(dev, cpu):
+            assert_close_cpu(d.grad, c.grad, atol=1e-5, rtol=1e-4)
+
+
+def _definition(q, k, v, mask, is_causal, scale):
+    """The contract's forward in float64: ATen's math path, and each row's logsumexp
+    (+inf for a row whose keys are all masked)."""
+    q, k, v = q.double(), k.double(), v.double()
+    if k.shape[-3] != q.shape[-3]:
+        k, v = (t.repeat_interleave(q.shape[-3] // t.shape[-3], -3) for t in (k, v))
+    s = q @ k.transpose(-2, -1) * (scale if scale is not None else q.shape[-1] ** -0.5)
+    if is_causal:
+        s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), float("-inf"))
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.double()
+    lse = s.logsumexp(-1, keepdim=True)
+    lse = lse.masked_fill(lse == float("-inf"), float("inf"))
+    return (s - lse).exp() @ v, lse.squeeze(-1)
+
+
+# Masks of every rank the contract broadcasts (torch CPU's flash kernel itself takes
+# only 2-d and 4-d ones), 3-d queries, grouped heads, float masks, causal with L != S.
+_REFERENCE_CASES = {
+    "1-d bool mask": dict(q=(2, 4, 9, 16), kv=(2, 4, 7, 16), mask=("bool", (7,))),
+    "2-d bool mask": dict(q=(2, 4, 9, 16), kv=(2, 4, 7, 16), mask=("bool", (9, 7))),
+    "3-d bool mask": dict(q=(2, 4, 9, 16), kv=(2, 4, 7, 16), mask=("bool", (4, 9, 7))),
+    "4-d bool mask, fully masked rows": dict(q=(2, 4, 9, 16), kv=(2, 4, 7, 16), mask=("bool", (2, 1, 9, 7))),
+    "3-d query, 3-d float mask": dict(q=(4, 9, 16), kv=(4, 7, 16), mask=("float", (4, 9, 7))),
+    "3-d query, no mask": dict(q=(4, 9, 16), kv=(4, 7, 16)),
+    "grouped heads, causal, L > S": dict(q=(2, 4, 9, 16), kv=(2, 2, 7, 16), causal=True),
+    "causal, L < S, scale": dict(q=(2, 4, 7, 16), kv=(2, 4, 9, 16), causal=True, scale=0.3),
+}
+
+
+def _reference_case(name):
+    case = _REFERENCE_CASES[name]
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(case["q"], generator=g)
+    k, v = torch.randn(case["kv"], generator=g), torch.randn(case["kv"], generator=g)
+    mask = None
+    if "mask" in case:
+        kind, shape = case["mask"]
+        mask = torch.rand(shape, generator=g) > 0.3
+        if name.endswith("fully masked rows"):
+            mask[0, 0, 3] = False
+        if kind == "float":
+            mask = torch.zeros(shape).masked_fill(~mask, float("-inf")) + torch.randn(shape, generator=g)
+    return q, k, v, mask, case.get("causal", False), case.get("scale")
+
+
+def test_reference_engines_flash_forward_keeps_the_contract(run_python, tmp_path):
+    """aten_ref's forward runs torch CPU's flash kernel where it covers the call: the
+    op called directly on the aten_ref chain matches the float64 definition, output
+    and logsumexp (float32, +inf on fully masked rows). One process for every case."""
+    names = sorted(_REFERENCE_CASES)
+    torch.save([_reference_case(n) for n in names], tmp_path / "cases.pt")
+    code = (
+        "import torch, openreg\n"
+        f"cases = torch.load({str(tmp_path / 'cases.pt')!r})\n"
+        "results = []\n"
+        "for q, k, v, mask, causal, scale in cases:\n"
+        "    dev = [None if t is None else t.to('openreg') for t in (q, k, v, mask)]\n"
+        "    with torch.no_grad():\n"
+        "        out, lse, *_ = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(\n"
+        "            *dev, 0.0, causal, scale=scale)\n"
+        "    results.append((out.cpu(), lse.cpu()))\n"
+        "assert openreg.info()['chain'] == ['aten_ref'], openreg.info()['chain']\n"
+        f"torch.save(results, {str(tmp_path / 'results.pt')!r})\n"
+    )
+    proc = run_python(code, env_extra={"OPENREG_ENGINE": "aten_ref"})
+    assert proc.returncode == 0, proc.stderr
+    for name, (out, lse) in zip(names, torch.load(tmp_path / "results.pt")):
+        q, k, v, mask, causal, scale = _reference_case(name)
+        want_out, want_lse = _definition(q, k, v, mask, causal, scale)
+        torch.testing.assert_close(out, want_out.float(), atol=1e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+        assert lse.dtype == torch.float32, name
+        assert lse.shape == ((1, *want_lse.shape) if q.dim() == 3 else want_lse.shape), name
+        lse = lse.reshape(want_lse.shape)
+        torch.testing.assert_close(lse, want_lse.float(), atol=1e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+        if name.endswith("fully masked rows"):
+            assert (lse[0, :, 3] == float("inf")).all(), lse[0, :, 3]
+            assert (out[0, :, 3] == 0).all()
+
+
+def test_reference_only_chain_takes_the_math_path_where_flash_does_not_cover(run_python):
+    """Without another engine for the fused op, inference takes it only for inputs
+    aten_ref's flash forward takes; a value head size other than the query's would
+    get the float64 definition, so it takes the math path."""
+    code = (
+        "import torch, openreg\n"
+        "q, k = torch.randn(2, 4, 9, 16).to('openreg'), torch.randn(2, 4, 7, 16).to('openreg')\n"
+        "with torch.no_grad():\n"
+        "    print(torch._fused_sdp_choice(q, k, torch.randn(2, 4, 7, 16).to('openreg')),\n"
+        "          torch._fused_sdp_choice(q, k, torch.randn(2, 4, 7, 12).to('openreg')))\n"
+    )
+    proc = run_python(code, env_extra={"OPENREG_ENGINE": "aten_ref"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(SDPBackend.OVERRIDEABLE.value), str(SDPBackend.MATH.value)]
 
 
 # (B, L, H, E).transpose(1, 2), as Hugging Face models make q, k and v; and

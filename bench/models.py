@@ -11,8 +11,13 @@ ratio = openreg time / torch CPU time: above 1.0x the device is SLOWER (as in
 bench/overhead.py). Each side runs in child processes of its own (this script
 with --child): torch CPU in processes that never use the device, each engine
 (the engine is chosen when the device initialises) in processes of its own,
---passes of each, interleaved (the order flipped each pass), so that a slow
-spell of this shared machine does not land on one side. In a child, for each
+--passes of each, interleaved, so that a slow spell of this shared machine
+does not land on one side. The order rotates by one side each pass
+(pass_order), so over as many passes as there are sides each side runs once
+in every position: with the order flipped each pass instead, the middle sides
+always ran next to torch CPU's process and the outer ones far from it, and in
+two A/B runs of one build the engine listed second read 5-7% faster in both
+orders (docs/design.md, "Bench method"). In a child, for each
 thread count, each model is built from the same seed and timed in rounds after
 warm-up steps; a side's step time is the median round over all its processes.
 A ratio pairs each pass's engine process with that pass's torch CPU process (the
@@ -185,6 +190,13 @@ def run_child(engine, args):
         return out
 
 
+def pass_order(sides, k):
+    """The order of the sides' processes in pass k: rotated by k, so that every side
+    holds every position once in len(sides) passes."""
+    k %= len(sides)
+    return sides[k:] + sides[:k]
+
+
 def merge(passes):
     """One side's passes (child processes) as one result: every round of every pass."""
     out = passes[0]
@@ -199,14 +211,19 @@ def merge(passes):
     return out
 
 
-def paired_ratio(dev_rounds, cpu_rounds, passes):
-    """The median over passes of (the engine's median round / torch CPU's median round)
-    in that pass. Each side's rounds are its passes' rounds, pass after pass."""
+def pass_ratios(dev_rounds, cpu_rounds, passes):
+    """Per pass: the engine's median round / torch CPU's median round in that pass.
+    Each side's rounds are its passes' rounds, pass after pass."""
     if len(dev_rounds) != len(cpu_rounds) or len(dev_rounds) % passes:
         raise ValueError(f"{len(dev_rounds)} and {len(cpu_rounds)} rounds do not split into {passes} passes")
     n = len(dev_rounds) // passes
-    return statistics.median(statistics.median(dev_rounds[k * n:(k + 1) * n]) /
-                             statistics.median(cpu_rounds[k * n:(k + 1) * n]) for k in range(passes))
+    return [statistics.median(dev_rounds[k * n:(k + 1) * n]) / statistics.median(cpu_rounds[k * n:(k + 1) * n])
+            for k in range(passes)]
+
+
+def paired_ratio(dev_rounds, cpu_rounds, passes):
+    """The median over passes of pass_ratios."""
+    return statistics.median(pass_ratios(dev_rounds, cpu_rounds, passes))
 
 
 def summarise(cpu, results, passes):
@@ -221,6 +238,7 @@ def summarise(cpu, results, passes):
                     fig = r["threads"][t][name][mode]
                     fig["cpu_ms"] = cpu_ms
                     fig["dev_ms"] = statistics.median(fig["rounds"]) * 1e3
+                    fig["pass_ratios"] = pass_ratios(fig["rounds"], cpu_rounds, passes)
                     fig["ratio"] = paired_ratio(fig["rounds"], cpu_rounds, passes)
 
 
@@ -239,7 +257,8 @@ def report_lines(results, args, machine):
     lines = ["# bench/models.py: real models, openreg device vs torch CPU", "",
              describe(machine) + "  ",
              f"torch {torch.__version__}; {args.rounds} rounds of {args.steps} steps in each of {args.passes} "
-             "processes per side (torch CPU's processes never use the device; all sides' processes interleaved); "
+             "processes per side (torch CPU's processes never use the device; all sides' processes interleaved, "
+             "the order rotated each pass); "
              "step times: the median round over a side's processes; ratios: the median over passes of "
              "that pass's engine/CPU quotient of median rounds  "]
     for r in results:
@@ -381,8 +400,8 @@ def main(argv=None):
         fail("no engine built")
     sides = [CPU] + engines
     passes = {side: [] for side in sides}
-    for k in range(args.passes):  # torch CPU's and the engines' processes interleaved, the order flipped each pass
-        for side in sides if k % 2 == 0 else sides[::-1]:
+    for k in range(args.passes):  # torch CPU's and the engines' processes interleaved
+        for side in pass_order(sides, k):
             passes[side].append(run_child(side, args))
     cpu = merge(passes[CPU])
     results = [merge(passes[engine]) for engine in engines]

@@ -184,6 +184,23 @@ def test_models_benchmark_pairs_each_pass_with_its_torch_cpu_process(repo_root):
     assert abs(models.paired_ratio(dev, cpu, passes=1) - 3.05 / 2.55) < 1e-12
     with pytest.raises(ValueError, match="do not split into 4 passes"):
         models.paired_ratio(dev, cpu, passes=4)
+    assert models.pass_ratios(dev, cpu, passes=3) == [1.05 / 2.1, 3.05 / 4.05, 5.05 / 2.55]
+
+
+def test_models_benchmark_rotates_the_order_of_its_processes(repo_root):
+    # Over as many passes as there are sides, each side runs once in every position
+    # (a flipped order kept the middle sides next to torch CPU's process every pass).
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("models_bench", os.path.join(repo_root, "bench", "models.py"))
+    models = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(models)
+    sides = ["cpu", "onednn", "eigen", "aten_ref", "tuned"]
+    orders = [models.pass_order(sides, k) for k in range(len(sides))]
+    for order in orders:
+        assert sorted(order) == sorted(sides)
+    for side in sides:
+        assert sorted(order.index(side) for order in orders) == list(range(len(sides)))
+    assert models.pass_order(sides, len(sides)) == sides
 
 
 def _step_ops_rows(out):

@@ -12,12 +12,8 @@ bench/overhead.py). Each side runs in child processes of its own (this script
 with --child): torch CPU in processes that never use the device, each engine
 (the engine is chosen when the device initialises) in processes of its own,
 --passes of each, interleaved, so that a slow spell of this shared machine
-does not land on one side. The order rotates by one side each pass
-(pass_order), so over as many passes as there are sides each side runs once
-in every position: with the order flipped each pass instead, the middle sides
-always ran next to torch CPU's process and the outer ones far from it, and in
-two A/B runs of one build the engine listed second read 5-7% faster in both
-orders (docs/design.md, "Bench method"). In a child, for each
+does not land on one side; the order rotates by one side each pass
+(pass_order; why: docs/design.md, "Bench method"). In a child, for each
 thread count, each model is built from the same seed and timed in rounds after
 warm-up steps; a side's step time is the median round over all its processes.
 A ratio pairs each pass's engine process with that pass's torch CPU process (the
@@ -221,10 +217,6 @@ def pass_ratios(dev_rounds, cpu_rounds, passes):
             for k in range(passes)]
 
 
-def paired_ratio(dev_rounds, cpu_rounds, passes):
-    """The median over passes of pass_ratios."""
-    return statistics.median(pass_ratios(dev_rounds, cpu_rounds, passes))
-
 
 def summarise(cpu, results, passes):
     """Step times: the median round of each side over all its processes (torch CPU's is
@@ -239,7 +231,7 @@ def summarise(cpu, results, passes):
                     fig["cpu_ms"] = cpu_ms
                     fig["dev_ms"] = statistics.median(fig["rounds"]) * 1e3
                     fig["pass_ratios"] = pass_ratios(fig["rounds"], cpu_rounds, passes)
-                    fig["ratio"] = paired_ratio(fig["rounds"], cpu_rounds, passes)
+                    fig["ratio"] = statistics.median(fig["pass_ratios"])  # pairs each pass's processes
 
 
 def geomean(values):

@@ -5,10 +5,10 @@
 //
 // The forward has two kernels behind one contract:
 //  - torch CPU's flash attention kernel, what F.scaled_dot_product_attention runs on
-//    torch CPU, where it covers the call (flash_covers: operands with unit-stride rows,
-//    one head size for query and value, not both a mask and is_causal; core's SDPA
-//    choice, core/src/aten/attention.cpp, checks the same before it sends inference on
-//    a chain without another engine for the op here). It accumulates in float32, and
+//    torch CPU, where it covers the call (flash_covers: the operands that
+//    core/src/bridge/reference_flash.h names, which core's SDPA choice also reads before
+//    it sends inference on a chain without another engine for the op here; not both a
+//    mask and is_causal). It accumulates in float32, and
 //    for bfloat16 and float16 rounds the probabilities to that dtype before the second
 //    product, as torch CPU does;
 //  - otherwise the definition: ATen's math path (matmul, mask, softmax, matmul)
@@ -31,6 +31,8 @@
 //    says, and an engine may leave grad_attn_bias zero when grad_input_mask[3] is
 //    false (autograd asks for it only when the mask needs a gradient);
 //  - philox_seed and philox_offset are 0 (no dropout: dropout_p > 0 is refused).
+#include "bridge/reference_flash.h"
+
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -87,15 +89,12 @@ Tensor batched(const Tensor& t, const Tensor& q) { return q.dim() == 3 ? t.unsqu
 
 // ---- torch CPU's flash attention kernel, where it covers the call
 
-bool unit_stride_rows(const Tensor& t) { return t.stride(-1) == 1 || t.size(-1) == 1; }
-
 bool flash_covers(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& bias, bool is_causal) {
   const bool has_bias = bias && bias->defined();
   if (has_bias && (is_causal || (bias->scalar_type() != at::kBool && bias->scalar_type() != q.scalar_type()))) {
     return false;
   }
-  return v.size(-1) == q.size(-1) && q.numel() > 0 && k.numel() > 0 && unit_stride_rows(q) && unit_stride_rows(k) &&
-         unit_stride_rows(v);
+  return q.numel() > 0 && k.numel() > 0 && openreg::bridge::reference_flash_takes(q, k, v);
 }
 
 // The mask as the flash kernel takes it: 4-d (it takes 2-d or 4-d only; the contract

@@ -13,6 +13,7 @@
 // (op_routing.cpp registers route_call for them, since their composite kernels only
 // raise). Dropout is left to the math path: its mask comes from the device
 // generator there, and no engine implements it in the fused ops.
+#include "../bridge/reference_flash.h"
 #include "../bridge/torch_abi.h"
 #include "../runtime/runtime.h"
 
@@ -40,7 +41,7 @@ enum class Server : int8_t { kUnknown = 0, kNone, kReferenceOnly, kEngine };
 // definition (engines/aten_ref/attention_cpu.cpp), slower than the math path's ops:
 // on the aten_ref chain GPT-2's training step took 1.41x torch CPU's time through the
 // fused ops against 0.98x through the math path. So the reference serves inference
-// only (see wants_grad), and only inputs its flash forward takes (reference_flash_covers).
+// only (see wants_grad), and only inputs its flash forward takes (bridge/reference_flash.h).
 // The chain is fixed once loaded, so the answer is kept per dtype (every SDPA call asks).
 Server chain_server(at::ScalarType dtype) {
   static std::array<std::atomic<int8_t>, static_cast<size_t>(at::ScalarType::NumOptions)> known{};
@@ -65,18 +66,12 @@ bool wants_grad(const sdp::sdp_params& p) {
   return at::GradMode::is_enabled() && (p.query.requires_grad() || p.key.requires_grad() || p.value.requires_grad());
 }
 
-// The inputs the reference engine's flash forward takes (its flash_covers, beyond what
-// fused_inputs checks): one head size for query and value, unit-stride rows. Others would
-// get its float64 definition, slower than the math path.
-bool reference_flash_covers(const sdp::sdp_params& p) {
-  auto unit_rows = [](const at::Tensor& t) { return t.stride(-1) == 1 || t.size(-1) == 1; };
-  return p.value.size(-1) == p.query.size(-1) && unit_rows(p.query) && unit_rows(p.key) && unit_rows(p.value);
-}
-
 bool chain_serves(const sdp::sdp_params& p) {
   switch (chain_server(p.query.scalar_type())) {
     case Server::kEngine: return true;
-    case Server::kReferenceOnly: return !wants_grad(p) && reference_flash_covers(p);
+    // Inputs the reference's flash forward does not take would get its float64
+    // definition, slower than the math path.
+    case Server::kReferenceOnly: return !wants_grad(p) && bridge::reference_flash_takes(p.query, p.key, p.value);
     default: return false;
   }
 }

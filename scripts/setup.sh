@@ -24,14 +24,14 @@ fi
 #    torch, which would pull several GB of CUDA packages). transformers is for the
 #    model suite (tests/python/models), expecttest for PyTorch's OpInfo database
 #    (tests/python/test_bad_input.py), matplotlib for bench/models.py's chart
-#    (docs/bench.png); torch pinned in the same command keeps pip
-#    from resolving it to another torch.
+#    (docs/bench.png), pytest-xdist for scripts/test.sh's two pytest processes;
+#    torch pinned in the same command keeps pip from resolving it to another torch.
 need_pip=()
 "$PY" - <<'PYEOF' || need_pip=(1)
 import importlib.metadata as m, sys
 want = {"torch": "2.13.0", "scikit-build-core": None, "pybind11": None, "cmake": None,
         "ninja": None, "pytest": None, "scikit-learn": None, "tqdm": None, "transformers": None,
-        "expecttest": None, "matplotlib": None}
+        "expecttest": None, "matplotlib": None, "pytest-xdist": None}
 for name, version in want.items():
     try:
         have = m.version(name)
@@ -43,7 +43,7 @@ PYEOF
 if [ ${#need_pip[@]} -gt 0 ]; then
   echo "setup: installing Python packages"
   "$PY" -m pip install -q torch==2.13.0 scikit-build-core pybind11 cmake ninja pytest scikit-learn tqdm transformers \
-    expecttest matplotlib
+    expecttest matplotlib pytest-xdist
 fi
 
 # 3. openreg, built by scikit-build-core without build isolation (isolation would

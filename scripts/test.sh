@@ -7,7 +7,7 @@
 #     every in-tree engine, on this CPU and, when it has more than AVX2, capped at AVX2;
 #  3. the third-party example engine, built out of tree against the installed SDK
 #     only, then checked by the ABI-level conformance suite;
-#  4. the pytest suite on the openreg device, the model suite (tests/python/models)
+#  4. the pytest suite on the openreg device (in two processes: run_pytest below), the model suite (tests/python/models)
 #     included (it also runs the end-to-end conformance CLI and train.py on the
 #     third-party engine, and compiles the engine authoring guide's snippets in an
 #     empty folder);
@@ -71,11 +71,26 @@ cmake --build "$TP_BUILD" -j2
 TP_ENGINE="$PWD/$TP_BUILD/libopenreg_engine_my_engine.so"
 "$PY" -m openreg conformance --abi "$TP_ENGINE" --strict --gtest_brief=1
 
+# Every pytest run below is two: the suite in two processes (pytest-xdist: most of its
+# time is child processes and single-threaded Python, so on 2 cores the first pass took
+# 9 minutes instead of 15), each file's tests in one process and in order as in a serial
+# run (--dist loadfile); then, alone, the files that count the CPU time of the process's
+# threads, which a second worker's load would change.
+JOBS=${OPENREG_TEST_JOBS:-2}
+ALONE=(tests/python/test_host_threads.py)
+run_pytest() {  # pytest options (no paths); the extra ones given to this script come last
+  local not_alone=() status=0
+  for f in "${ALONE[@]}"; do not_alone+=(--ignore="$f"); done
+  "$PY" -m pytest tests/python -n "$JOBS" --dist loadfile "${not_alone[@]}" "$@"
+  "$PY" -m pytest "${ALONE[@]}" "$@" || status=$?
+  [ "$status" = 0 ] || [ "$status" = 5 ]  # 5: the options selected none of them
+}
+
 section "pytest"
 export OPENREG_TEST_PARTIAL_ENGINE="$PWD/$BUILD_DIR/fixtures/libopenreg_engine_fixture_good.so"
 export OPENREG_TEST_CRASHING_ENGINE="$PWD/$BUILD_DIR/fixtures/libopenreg_engine_fixture_crashes.so"
 export OPENREG_TEST_THIRD_PARTY_ENGINE="$TP_ENGINE"
-"$PY" -m pytest tests/python -q -rs "$@"
+run_pytest -q -rs "$@"
 
 # The device suite once more per engine, each in front of aten_ref (pytest --engine):
 # the device must behave the same whatever computes. The files left out test the
@@ -99,10 +114,10 @@ for engine in "${BUILT_ENGINES[@]}" aten_ref "$TP_ENGINE"; do
   # The example engine serves five ops: on the model suite it would only rerun aten_ref.
   [ "$engine" = "$TP_ENGINE" ] && skip+=(--ignore=tests/python/models)
   section "pytest again, on engine $engine (--engine)"
-  "$PY" -m pytest tests/python -q -rs --engine "$engine" "${skip[@]}" "$@"
+  run_pytest -q -rs --engine "$engine" "${skip[@]}" "$@"
 done
 
 # Every run above enqueued ops (asynchronous execution, the default); this one runs
 # each op where it is called, the debugging mode, which must behave the same.
 section "pytest again, default engine, OPENREG_LAUNCH_BLOCKING=1"
-OPENREG_LAUNCH_BLOCKING=1 "$PY" -m pytest tests/python -q -rs "${RERUN_SKIP[@]}" "$@"
+OPENREG_LAUNCH_BLOCKING=1 run_pytest -q -rs "${RERUN_SKIP[@]}" "$@"

@@ -7,10 +7,10 @@
 #     every in-tree engine, on this CPU and, when it has more than AVX2, capped at AVX2;
 #  3. the third-party example engine, built out of tree against the installed SDK
 #     only, then checked by the ABI-level conformance suite;
-#  4. the pytest suite on the openreg device (in two processes: run_pytest below), the model suite (tests/python/models)
-#     included (it also runs the end-to-end conformance CLI and train.py on the
-#     third-party engine, and compiles the engine authoring guide's snippets in an
-#     empty folder);
+#  4. the pytest suite on the openreg device (in two processes: run_pytest below), the
+#     model suite (tests/python/models) included (it also runs the end-to-end
+#     conformance CLI and train.py on the third-party engine, and compiles the engine
+#     authoring guide's snippets in an empty folder);
 #  5. the device part of the pytest suite once more on every other engine (the
 #     default is the best built one: onednn, then eigen), aten_ref and the
 #     third-party engine included (pytest --engine); the model suite on every

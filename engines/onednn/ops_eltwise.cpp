@@ -45,10 +45,11 @@ bool transcendental(Alg a) { return a != Alg::eltwise_relu && a != Alg::eltwise_
 // Except, where the engine's vectorised loops (vmath.hpp) measured faster, on 262K
 // floats, one thread, on an AMD EPYC (torch CPU in brackets):
 // - below AVX-512, tanh and gelu's tanh approximation: oneDNN 2.6's AVX2 tanh
-//   kernel took 4.5x its AVX-512 time (599 us against 133; the loop 383);
-//   gelu(approximate='tanh') 447 us in the loop against 731 (715), its backward
-//   528 against 803 (785). On AVX-512 the primitives are faster (gelu tanh: 172
-//   against 252).
+//   kernel took 4.5x its AVX-512 time (599 us against 133; the loop 383, 215 since
+//   vmath::tanh is a rational function); gelu(approximate='tanh') 447 us in the
+//   loop against 731 (715), its backward 528 against 803 (785). On AVX-512 the
+//   primitives were faster (gelu tanh: 172 against 252, before the rational tanh;
+//   not measured since: no AVX-512 machine).
 // - on AVX-512, float32 gelu and its backward: 134 us against 163 (129), 213
 //   against 427 (223). On AVX2 the primitive is faster (181 against 243, 255
 //   against 396, measured outside the engine), and the bfloat16 loops are not

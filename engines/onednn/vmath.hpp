@@ -76,19 +76,21 @@ inline float erfc_nonneg(float z) {
   return t * p * exp_nonpositive(-z * z);
 }
 
-// tanh: an odd polynomial below |x| = 0.625 (Cephes' tanhf, where 1 - 2 / (e^2x + 1)
-// would lose the small result to cancellation), 1 - 2 / (e^2|x| + 1) with x's sign
-// above (e^2|x| overflows to inf past |x| = 44, giving 1); NaN kept. Both computed,
-// one selected: branch-free, so the loops vectorise it.
+// tanh: x P(x^2) / Q(x^2) with P(0) = Q(0) = 1, fitted by fit_tanh.py on [0, 9]
+// (relative error under 3.8e-7, 6.3 ulp, evaluated in float32 as here); |x| is clamped
+// to 9 first (tanh(9) rounds to 1) and the result to [-1, 1], so that 1 - tanh^2 (the
+// backward) never turns negative. Selects only, no branches: the loops vectorise it.
+// NaN stays NaN, -0 stays -0. One division and eight multiply-adds: until 2026-11-29
+// an odd polynomial below |x| = 0.625 and 1 - 2 / (e^2|x| + 1) above, both computed
+// (1.3 ulp), took 517 us for 262K floats against 215 now (one AVX2 thread; torch CPU
+// 880-970, eigen 121).
 inline float tanh(float x) {
-  const float ax = std::fabs(x);
-  const float z = x * x;
-  // x * (1 + ...), not x + x * ...: tanh(-0) stays -0.
-  const float small = x * (1.0f + z * ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
-                                       1.33314422036e-1f) * z - 3.33332819422e-1f));
-  const float large = 1.0f - 2.0f / (exp(2.0f * ax) + 1.0f);
-  const float signed_large = x < 0.0f ? -large : large;
-  return ax < 0.625f ? small : (x != x ? x : signed_large);
+  const float xc = x > 9.0f ? 9.0f : (x < -9.0f ? -9.0f : x);
+  const float z = xc * xc;
+  const float p = (((1.34196281e-8f * z + 2.06611221e-5f) * z + 3.49898753e-3f) * z + 1.33839726e-1f) * z + 1.0f;
+  const float q = (((7.80465029e-7f * z + 3.29102448e-4f) * z + 2.58901734e-2f) * z + 4.67172951e-1f) * z + 1.0f;
+  const float r = xc * p / q;
+  return r > 1.0f ? 1.0f : (r < -1.0f ? -1.0f : r);
 }
 
 // sin and cos after Cephes' sinf/cosf: x reduced by multiples of pi/4 (pi/4 in

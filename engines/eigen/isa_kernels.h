@@ -12,7 +12,9 @@
 namespace eigen_engine {
 
 // The elementwise float32 functions of IsaKernels::unary_f32.
-enum IsaUnary { ISA_EXP, ISA_TANH, ISA_SIGMOID, ISA_SILU };
+enum IsaUnary { ISA_EXP, ISA_TANH, ISA_SIGMOID, ISA_SILU, ISA_ERF };
+// The activation backwards of IsaKernels::activation_backward_f32.
+enum IsaActBackward { ISA_GELU_ERF_BACKWARD, ISA_GELU_TANH_BACKWARD, ISA_SILU_BACKWARD };
 // The binary float32 operations of IsaKernels::binary_f32.
 enum IsaBinary { ISA_ADD, ISA_MUL, ISA_DIV };
 
@@ -42,6 +44,8 @@ struct IsaKernels {
   void (*gelu_f32)(const float* x, float* y, int64_t n, bool tanh_approx);
   // y = f(x) over n floats, f one of IsaUnary (the formulas of ops_elementwise.cpp).
   void (*unary_f32)(int kind, const float* x, float* y, int64_t n);
+  // gx = g * f'(x) over n floats, f one of IsaActBackward (the formulas of ops_elementwise.cpp).
+  void (*activation_backward_f32)(int kind, const float* g, const float* x, float* gx, int64_t n);
   // o = a + alpha * b, a * b or a / b over n floats; b null: the scalar bs instead.
   void (*binary_f32)(int kind, const float* a, const float* b, float bs, float alpha, float* o, int64_t n);
   // Convolution micro-kernel (panel_kernel.inc): C[M, panel_cols] = A[M, K] (row

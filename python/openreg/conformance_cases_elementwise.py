@@ -282,6 +282,14 @@ def _activation_backward_cases(ctx):
     if ctx.base in ("gelu_backward", "silu_backward") and ctx.dtype == torch.float32:  # kernels' own erf and exp
         sweep = _activation_sweep(ctx.dtype)
         cases.append(Case("sweep of x in [-12, 12], and +-87, +-100", ctx.t(len(sweep)), ctx.of(sweep), *extra))
+        # Tiled past a vector register's width, so that vectorised kernels meet them too.
+        special = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0, -0.0, 1e-30], dtype=ctx.dtype).repeat(11)
+        cases.append(Case("x infinite, NaN, zero, tiny (NaN where torch CPU gives it)", ctx.t(len(special)),
+                          ctx.of(special), *extra))
+        if ctx.has("approximate"):
+            cases.append(Case("approximate=tanh, the sweep", ctx.t(len(sweep)), ctx.of(sweep), approximate="tanh"))
+            cases.append(Case("approximate=tanh, x infinite, NaN, zero, tiny", ctx.t(len(special)), ctx.of(special),
+                              approximate="tanh"))
     if ctx.has("approximate"):
         cases.append(Case("approximate=tanh", ctx.t(5, 7, 11), ctx.t(5, 7, 11), approximate="tanh"))
     return cases

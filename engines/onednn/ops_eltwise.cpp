@@ -38,7 +38,7 @@ bool primitive_ok(const sdk::Tensor& a, const sdk::Tensor& b, int64_t min_numel)
 
 // Ops built on erf/exp/tanh/log take the primitive at every size: its JIT
 // kernels are vectorised, where a loop calling libm once per element is not
-// (sigmoid, exp and log still do; gelu 32x128 through std::erf took 27 us in the
+// (sigmoid and log still do; gelu 32x128 through std::erf took 27 us in the
 // loop, against 9.9 us on torch CPU).
 bool transcendental(Alg a) { return a != Alg::eltwise_relu && a != Alg::eltwise_abs && a != Alg::eltwise_sqrt; }
 
@@ -50,6 +50,11 @@ bool transcendental(Alg a) { return a != Alg::eltwise_relu && a != Alg::eltwise_
 //   loop against 731 (715), its backward 528 against 803 (785). On AVX-512 the
 //   primitives were faster (gelu tanh: 172 against 252, before the rational tanh;
 //   not measured since: no AVX-512 machine).
+// - exp, everywhere: oneDNN 2.6's AVX2 exp gives inf for NaN (and flushes results
+//   below 2^-126 to 0); vmath::exp keeps NaN and subnormals as std::exp does, and
+//   took 188-197 us against the primitive's 194-198 at one thread, 108 against
+//   124-139 at two (262K floats, AVX2 EPYC; torch CPU 270-360, 150-210). Not
+//   measured on AVX-512, where the primitive may be faster but was not checked on NaN.
 // - on AVX-512, float32 gelu and its backward: 134 us against 163 (129), 213
 //   against 427 (223). On AVX2 the primitive is faster (181 against 243, 255
 //   against 396, measured outside the engine), and the bfloat16 loops are not
@@ -61,6 +66,7 @@ bool transcendental(Alg a) { return a != Alg::eltwise_relu && a != Alg::eltwise_
 //   x in [-5.5, -3]. Not taken.
 bool loop_is_faster(Alg a, openreg_dtype dt) {
   const loops::Width w = loops::width();
+  if (a == Alg::eltwise_exp) return true;
   if (a == Alg::eltwise_tanh || a == Alg::eltwise_gelu_tanh) return w == loops::Width::Avx2;
   if (a == Alg::eltwise_gelu_erf) return w == loops::Width::Avx512 && is_f32(dt);
   return false;
@@ -97,7 +103,7 @@ float gelu_tanh_f(float x) { return 0.5f * x * (1.0f + vmath::tanh(kSqrt2_Pi * (
 }
 float sigmoid_f(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float tanh_f(float x) { return vmath::tanh(x); }
-float exp_f(float x) { return std::exp(x); }
+float exp_f(float x) { return vmath::exp(x); }
 float log_f(float x) { return std::log(x); }
 float sqrt_f(float x) { return std::sqrt(x); }
 float abs_f(float x) { return std::fabs(x); }
@@ -190,7 +196,7 @@ sdk::Kernel unary(const char* name) {
       else if (s.f == gelu_tanh_f) run_fused([](float v) { return gelu_tanh_f(v); });
       else if (s.f == sigmoid_f) run([](float v) { return sigmoid_f(v); });
       else if (s.f == tanh_f) run_fused([](float v) { return tanh_f(v); });
-      else if (s.f == exp_f) run([](float v) { return exp_f(v); });
+      else if (s.f == exp_f) run_fused([](float v) { return exp_f(v); });
       else if (s.f == log_f) run([](float v) { return log_f(v); });
       else if (s.f == sqrt_f) run([](float v) { return sqrt_f(v); });
       else run([](float v) { return abs_f(v); });

@@ -11,8 +11,24 @@
 
 namespace eigen_engine {
 
-// The elementwise float32 functions of IsaKernels::unary_f32.
-enum IsaUnary { ISA_EXP, ISA_TANH, ISA_SIGMOID, ISA_SILU, ISA_ERF };
+// The elementwise float32 functions of IsaKernels::unary_f32; the last two take
+// parameters: leaky_relu its negative slope (p0), clamp its bounds (p0, p1; -inf
+// and inf for a bound not given).
+enum IsaUnary {
+  ISA_EXP,
+  ISA_TANH,
+  ISA_SIGMOID,
+  ISA_SILU,
+  ISA_ERF,
+  ISA_EXPM1,
+  ISA_LOG1P,
+  ISA_LOG,
+  ISA_SIN,
+  ISA_COS,
+  ISA_RSQRT,
+  ISA_LEAKY_RELU,
+  ISA_CLAMP
+};
 // The activation backwards of IsaKernels::activation_backward_f32.
 enum IsaActBackward { ISA_GELU_ERF_BACKWARD, ISA_GELU_TANH_BACKWARD, ISA_SILU_BACKWARD };
 // The binary float32 operations of IsaKernels::binary_f32.
@@ -43,7 +59,11 @@ struct IsaKernels {
   // gelu of n floats, exact (erf) or tanh-approximated.
   void (*gelu_f32)(const float* x, float* y, int64_t n, bool tanh_approx);
   // y = f(x) over n floats, f one of IsaUnary (the formulas of ops_elementwise.cpp).
-  void (*unary_f32)(int kind, const float* x, float* y, int64_t n);
+  void (*unary_f32)(int kind, const float* x, float* y, int64_t n, float p0, float p1);
+  // The largest (is_max) or smallest of n > 0 floats; NaN if one of them is NaN.
+  float (*extremum_f32)(const float* x, int64_t n, bool is_max);
+  // acc[i] = max(acc[i], x[i]) (or min) over n floats, NaN kept.
+  void (*extremum_accumulate_f32)(float* acc, const float* x, int64_t n, bool is_max);
   // gx = g * f'(x) over n floats, f one of IsaActBackward (the formulas of ops_elementwise.cpp).
   void (*activation_backward_f32)(int kind, const float* g, const float* x, float* gx, int64_t n);
   // o = a + alpha * b, a * b or a / b over n floats; b null: the scalar bs instead.

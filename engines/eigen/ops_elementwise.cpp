@@ -354,26 +354,43 @@ void unary(const Call& call, Unary kind) {
     case U_POW: p.p0 = call.scalar(1); break;
     default: break;
   }
-  const bool isa_kind =
-      kind == U_GELU || kind == U_EXP || kind == U_TANH || kind == U_SIGMOID || kind == U_SILU || kind == U_ERF;
-  if (isa_kind && sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && a.is_contiguous() && out.is_contiguous() &&
-      a.numel() == out.numel()) {  // contiguous float32: the ISA kernels (transcendental, compute bound)
+  // Contiguous float32: the ISA kernels (the portable loops are built for the
+  // baseline ISA, and libm's functions are a call per element). A NaN bound of
+  // clamp makes every element NaN: the portable loop below.
+  const bool nan_bound = (p.has_min && p.p0 != p.p0) || (p.has_max && p.p1 != p.p1);
+  const int isa_kind = kind == U_EXP            ? ISA_EXP
+                       : kind == U_TANH         ? ISA_TANH
+                       : kind == U_SIGMOID      ? ISA_SIGMOID
+                       : kind == U_SILU         ? ISA_SILU
+                       : kind == U_ERF          ? ISA_ERF
+                       : kind == U_EXPM1        ? ISA_EXPM1
+                       : kind == U_LOG1P        ? ISA_LOG1P
+                       : kind == U_LOG          ? ISA_LOG
+                       : kind == U_SIN          ? ISA_SIN
+                       : kind == U_COS          ? ISA_COS
+                       : kind == U_RSQRT        ? ISA_RSQRT
+                       : kind == U_LEAKY_RELU   ? ISA_LEAKY_RELU
+                       : (kind == U_CLAMP || kind == U_HARDTANH) && !nan_bound ? ISA_CLAMP
+                                                                               : -1;
+  if ((isa_kind >= 0 || kind == U_GELU) && sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && a.is_contiguous() &&
+      out.is_contiguous() && a.numel() == out.numel()) {
     const float* x = a.data<float>();
     float* y = out.data<float>();
-    // A quarter of the memory-bound grain: these cost tens of cycles per element.
-    const int64_t grain = sdk::kParallelGrain / 4;
+    // A quarter of the memory-bound grain for the transcendental ones: they cost
+    // tens of cycles per element.
+    const bool cheap = isa_kind == ISA_LEAKY_RELU || isa_kind == ISA_CLAMP || isa_kind == ISA_RSQRT;
+    const int64_t grain = cheap ? sdk::kParallelGrain : sdk::kParallelGrain / 4;
     if (kind == U_GELU) {
       const auto kernel = isa().gelu_f32;
       call.host().parallel_for(0, out.numel(), grain,
                                [&](int64_t b, int64_t e) { kernel(x + b, y + b, e - b, p.tanh_approx); });
     } else {
       const auto kernel = isa().unary_f32;
-      const int k = kind == U_EXP       ? ISA_EXP
-                    : kind == U_TANH    ? ISA_TANH
-                    : kind == U_SIGMOID ? ISA_SIGMOID
-                    : kind == U_SILU    ? ISA_SILU
-                                        : ISA_ERF;
-      call.host().parallel_for(0, out.numel(), grain, [&](int64_t b, int64_t e) { kernel(k, x + b, y + b, e - b); });
+      constexpr float kInf = std::numeric_limits<float>::infinity();
+      const float p0 = isa_kind == ISA_CLAMP ? (p.has_min ? static_cast<float>(p.p0) : -kInf) : static_cast<float>(p.p0);
+      const float p1 = p.has_max ? static_cast<float>(p.p1) : kInf;
+      call.host().parallel_for(0, out.numel(), grain,
+                               [&](int64_t b, int64_t e) { kernel(isa_kind, x + b, y + b, e - b, p0, p1); });
     }
     return;
   }

@@ -119,6 +119,13 @@ def _comparison_cases(ctx):
 
 
 _POSITIVE_DOMAIN = {"log", "log2", "log10", "log1p", "sqrt", "rsqrt"}
+# Special inputs of the unary ops by domain (each also past its edges: torch CPU's NaN
+# or infinity is the expected value there).
+_UNARY_SPECIALS = {
+    "any": [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1e-30, -1e-30, 1e30, -1e30, 0.75],
+    "positive": [float("nan"), float("inf"), 0.0, -0.0, 1e-30, 1e30, -1.0, -0.5, -2.0, 0.75],
+    "nonzero": [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1e-30, -1e-30, 1e30, -1e30, 0.75],
+}
 
 
 def _activation_sweep(dtype):
@@ -139,6 +146,10 @@ def _unary_cases(ctx):
     cases = [Case(name, ctx.t(*shape, domain=dom, layout=layout)) for name, shape, layout in LAYOUT_CASES]
     if ctx.floating and dom == "any":
         cases.append(Case("exact values (0, -0, +-1, ...)", ctx.of(torch.tensor(_EXACT_VALUES, dtype=ctx.dtype))))
+    if ctx.floating and ctx.base not in ("round",):  # round: ties to even on both, but bfloat16 rounds 1e30
+        # Tiled past a vector register's width, so that vectorised kernels meet them too.
+        special = torch.tensor(_UNARY_SPECIALS[dom], dtype=ctx.dtype).repeat(11)
+        cases.append(Case("NaN, infinities, zeros, tiny and huge values (tiled)", ctx.of(special)))
     if ctx.base == "tanh" and ctx.dtype == torch.float32:  # kernels switch formula near |x| = 0.6 and saturate
         sweep = torch.cat([torch.linspace(-20, 20, 161, dtype=torch.float64),
                            torch.linspace(-0.7, 0.7, 113, dtype=torch.float64)]).to(ctx.dtype)

@@ -95,6 +95,19 @@ def _reduction_cases(ctx):
     ]
     if dom == "any":
         cases.append(case(f"5x7x11x13 {dims[0][0]}", (5, 7, 11, 13), one, False))
+    if ctx.base in _ARG_REDUCTIONS and ctx.floating:
+        # Rows longer than a vector register: a NaN in one (it wins, its first index),
+        # a tie for the extremum in another (its first index), infinities, -0 and 0.
+        rows = ctx.values((4, 37), dtype=torch.float64)
+        rows[0, 20] = rows[0, 30] = float("nan")
+        rows[1, 5] = rows[1, 30] = 9.0
+        rows[1, 7] = rows[1, 31] = -9.0
+        rows[2] = float("-inf")
+        rows[2, 17] = float("inf")
+        rows[3, :4] = torch.tensor([-0.0, 0.0, -0.0, 0.0])
+        x = ctx.of(rows.to(ctx.dtype))
+        cases.append(Case(f"NaN, ties, infinities 4x37 {dims[2][0]}", x, last, False, out_dtypes=out_dtypes))
+        cases.append(Case(f"NaN, ties, infinities 4x37 {dims[1][0]}", x, dims[1][1], False, out_dtypes=out_dtypes))
     if dom == "any" and isinstance(one, list):
         # Sums over outer dims with a wide contiguous run kept (bias gradients):
         # engines add whole rows; blocks of rows and of columns, and their tails.

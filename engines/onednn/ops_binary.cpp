@@ -101,6 +101,22 @@ bool binary_prim(Bin op, const sdk::Tensor& a, const sdk::Tensor& b, const sdk::
   return true;
 }
 
+// maximum/minimum with NaN propagated (x + y is NaN when either is), written as
+// selects of comparisons that are all evaluated (`|`, not `||`), so the loops
+// vectorise them without a branch: with `||` and `x > y ? x : y` as branches,
+// random data mispredicted them and torch.maximum of 262K floats took 1.7 ms
+// (torch CPU 78 us).
+template <class C>
+inline C max_propagating(C x, C y) {
+  const C m = x > y ? x : y;
+  return ((x != x) | (y != y)) ? x + y : m;
+}
+template <class C>
+inline C min_propagating(C x, C y) {
+  const C m = x < y ? x : y;
+  return ((x != x) | (y != y)) ? x + y : m;
+}
+
 template <class C>
 inline C apply(Bin op, C x, C y) {
   switch (op) {
@@ -108,8 +124,8 @@ inline C apply(Bin op, C x, C y) {
     case Bin::Sub: return x - y;
     case Bin::Mul: return x * y;
     case Bin::Div: return x / y;
-    case Bin::Max: return (x != x || y != y) ? x + y : (x > y ? x : y);
-    case Bin::Min: return (x != x || y != y) ? x + y : (x < y ? x : y);
+    case Bin::Max: return max_propagating(x, y);
+    case Bin::Min: return min_propagating(x, y);
   }
   return C(0);
 }
@@ -156,6 +172,8 @@ sdk::Kernel binary(const char* name) {
           case Bin::Add: map1<T>(out, a, [k](T x) { return static_cast<C>(x) + k; }); break;
           case Bin::Mul: map1<T>(out, a, [k](T x) { return static_cast<C>(x) * k; }); break;
           case Bin::Div: map1<T>(out, a, [k](T x) { return static_cast<C>(x) / k; }); break;
+          case Bin::Max: map1<T>(out, a, [k](T x) { return max_propagating(static_cast<C>(x), k); }); break;
+          case Bin::Min: map1<T>(out, a, [k](T x) { return min_propagating(static_cast<C>(x), k); }); break;
           default: map1<T>(out, a, [eff, k](T x) { return apply<C>(eff, static_cast<C>(x), k); });
         }
         return;
@@ -170,6 +188,12 @@ sdk::Kernel binary(const char* name) {
         case Bin::Sub: map2<T>(out, a, b, [](T x, T y) { return static_cast<C>(x) - static_cast<C>(y); }); break;
         case Bin::Mul: map2<T>(out, a, b, [](T x, T y) { return static_cast<C>(x) * static_cast<C>(y); }); break;
         case Bin::Div: map2<T>(out, a, b, [](T x, T y) { return static_cast<C>(x) / static_cast<C>(y); }); break;
+        case Bin::Max:
+          map2<T>(out, a, b, [](T x, T y) { return max_propagating(static_cast<C>(x), static_cast<C>(y)); });
+          break;
+        case Bin::Min:
+          map2<T>(out, a, b, [](T x, T y) { return min_propagating(static_cast<C>(x), static_cast<C>(y)); });
+          break;
         default: map2<T>(out, a, b, [op](T x, T y) { return apply<C>(op, static_cast<C>(x), static_cast<C>(y)); });
       }
     });

@@ -192,6 +192,12 @@ void triangle(const Call& call) {
         // Columns kept: j - i <= k (lower) or j - i >= k (upper).
         const int64_t lo = kLower ? 0 : std::clamp<int64_t>(i + k, 0, C);
         const int64_t hi = kLower ? std::clamp<int64_t>(i + k + 1, 0, C) : C;
+        if (xc == es && oc == es) {  // dense rows: a copy and two fills (the loop below took 8x torch CPU's time)
+          if (src != dst) std::memcpy(dst + lo * es, src + lo * es, static_cast<size_t>((hi - lo) * es));
+          std::memset(dst, 0, static_cast<size_t>(lo * es));
+          std::memset(dst + hi * es, 0, static_cast<size_t>((C - hi) * es));
+          continue;
+        }
         for (int64_t j = 0; j < C; ++j) {
           U v = (j >= lo && j < hi) ? *reinterpret_cast<const U*>(src + j * xc) : U(0);
           *reinterpret_cast<U*>(dst + j * oc) = v;

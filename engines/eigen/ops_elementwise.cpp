@@ -369,6 +369,10 @@ void unary(const Call& call, Unary kind) {
                        : kind == U_SIN          ? ISA_SIN
                        : kind == U_COS          ? ISA_COS
                        : kind == U_RSQRT        ? ISA_RSQRT
+                       : kind == U_FLOOR        ? ISA_FLOOR
+                       : kind == U_CEIL         ? ISA_CEIL
+                       : kind == U_ROUND        ? ISA_ROUND
+                       : kind == U_RECIPROCAL   ? ISA_RECIPROCAL
                        : kind == U_LEAKY_RELU   ? ISA_LEAKY_RELU
                        : (kind == U_CLAMP || kind == U_HARDTANH) && !nan_bound ? ISA_CLAMP
                                                                                : -1;
@@ -378,7 +382,9 @@ void unary(const Call& call, Unary kind) {
     float* y = out.data<float>();
     // A quarter of the memory-bound grain for the transcendental ones: they cost
     // tens of cycles per element.
-    const bool cheap = isa_kind == ISA_LEAKY_RELU || isa_kind == ISA_CLAMP || isa_kind == ISA_RSQRT;
+    const bool cheap = isa_kind == ISA_LEAKY_RELU || isa_kind == ISA_CLAMP || isa_kind == ISA_RSQRT ||
+                       isa_kind == ISA_FLOOR || isa_kind == ISA_CEIL || isa_kind == ISA_ROUND ||
+                       isa_kind == ISA_RECIPROCAL;
     const int64_t grain = cheap ? sdk::kParallelGrain : sdk::kParallelGrain / 4;
     if (kind == U_GELU) {
       const auto kernel = isa().gelu_f32;

@@ -23,6 +23,7 @@ enum IsaUnary {
   ISA_EXPM1,
   ISA_LOG1P,
   ISA_LOG,
+  ISA_LOG2,
   ISA_SIN,
   ISA_COS,
   ISA_RSQRT,
@@ -36,7 +37,7 @@ enum IsaUnary {
 // The activation backwards of IsaKernels::activation_backward_f32.
 enum IsaActBackward { ISA_GELU_ERF_BACKWARD, ISA_GELU_TANH_BACKWARD, ISA_SILU_BACKWARD };
 // The binary float32 operations of IsaKernels::binary_f32.
-enum IsaBinary { ISA_ADD, ISA_MUL, ISA_DIV };
+enum IsaBinary { ISA_ADD, ISA_MUL, ISA_DIV, ISA_MAX, ISA_MIN };  // max/min: NaN propagated
 
 struct IsaKernels {
   const char* name;  // "avx512", "avx2" or "generic"
@@ -70,7 +71,7 @@ struct IsaKernels {
   void (*extremum_accumulate_f32)(float* acc, const float* x, int64_t n, bool is_max);
   // gx = g * f'(x) over n floats, f one of IsaActBackward (the formulas of ops_elementwise.cpp).
   void (*activation_backward_f32)(int kind, const float* g, const float* x, float* gx, int64_t n);
-  // o = a + alpha * b, a * b or a / b over n floats; b null: the scalar bs instead.
+  // o = a + alpha * b, a * b, a / b, max or min over n floats; b null: the scalar bs instead.
   void (*binary_f32)(int kind, const float* a, const float* b, float bs, float alpha, float* o, int64_t n);
   // Convolution micro-kernel (panel_kernel.inc): C[M, panel_cols] = A[M, K] (row
   // stride lda) @ Bp[K, panel_cols], Bp packed panel_cols floats per k, C dense.

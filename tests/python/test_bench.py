@@ -1,4 +1,4 @@
-"""bench/engines.py and bench/overhead.py run (smoke runs: tiny sizes, one
+"""bench/engines.py, bench/overhead.py and the other benchmarks run (smoke runs: tiny sizes, one
 round): they are benchmarks, so nothing here looks at the timings, only that
 every case ran on the device and was compared with torch CPU."""
 
@@ -77,6 +77,22 @@ def test_models_benchmark_smoke(run_command, repo_root, openreg, tmp_path):
             assert re.search(rf"^\| {re.escape(model)} \| {mode} \| \d+\.\d+ \| \d+\.\d+ \(\d+\.\d+x", table, re.M), table
     with open(paths["png"], "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_op_sweep_smoke(run_command, repo_root, openreg):
+    engine = os.environ.get("OPENREG_ENGINE") or openreg.info()["chain"][0]
+    script = os.path.join(repo_root, "bench", "op_sweep.py")
+    proc = run_command([sys.executable, script, "--quick", "--backward", "--engine", engine])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert re.search(r"vector features: avx2 (yes|no), avx512f (yes|no), avx512_bf16 (yes|no)", out), out
+    for op in ("leaky_relu", "amax(-1)", "maximum"):
+        row = next((l for l in out.splitlines() if l.startswith(f"| {op} |")), None)
+        assert row is not None, f"no row for {op!r} in:\n{out}"
+        # Both sides timed, and the device's calls reached an engine (counted by op).
+        assert re.search(r"\| \d+\.\d+ \| \d+\.\d+ \(\d+\.\d+x", row), row
+        assert "(no engine call)" not in row, row
+    assert "leaky_relu_backward: " in next(l for l in out.splitlines() if l.startswith("| leaky_relu |")), out
 
 
 def test_async_benchmark_smoke(run_command, repo_root, openreg, tmp_path):

@@ -408,6 +408,10 @@ _AVG_POOLS = (
     ("count_include_pad=False", (2, 3, 11, 13), [3, 3], [2, 2], [1, 1], False, False, None, "contiguous"),
     ("ceil_mode with padding", (1, 2, 11, 11), [3, 3], [2, 2], [1, 1], True, True, None, "contiguous"),
     ("ceil_mode, count_include_pad=False", (1, 2, 11, 11), [3, 3], [2, 2], [1, 1], True, False, None, "contiguous"),
+    # The last window starts in the padding's range and ends past it: ATen's divisor
+    # counts padding up to the declared padding only.
+    ("ceil_mode, last window past the padding", (1, 2, 10, 10), [3, 3], [2, 2], [1, 1], True, True, None,
+     "contiguous"),
     ("divisor_override=5", (2, 3, 11, 13), [3, 3], [2, 2], [1, 1], False, True, 5, "contiguous"),
     ("default stride", (2, 3, 11, 13), [2, 2], [], [0, 0], False, True, None, "contiguous"),
     ("2x3 kernel, stride 1x2, padding 0x1", (2, 1, 7, 13), [2, 3], [1, 2], [0, 1], False, True, None, "contiguous"),

@@ -82,17 +82,27 @@ void run_plan(const sdk::Host& host, const Plan& p, const std::array<std::vector
   });
 }
 
+// Whether a contiguous float32 `in` reduced into contiguous float32 `out` (neither
+// empty) has its reduced dims all after its kept ones (trailing: rows of p.nred
+// elements) or all before them (leading: p.nred rows of the kept elements).
+enum class Block { kTrailing, kLeading };
+bool dense_f32_block(const Tensor& in, const Tensor& out, const std::vector<bool>& reduced, const Plan& p,
+                     Block block) {
+  if (!sdk::same_dtype(in.dtype(), sdk::dtypes::float32) || !sdk::same_dtype(out.dtype(), sdk::dtypes::float32) ||
+      !in.is_contiguous() || !out.is_contiguous() || p.nred == 0 || p.nout == 0)
+    return false;
+  for (size_t d = 1; d < reduced.size(); ++d)
+    if (reduced[d - 1] != reduced[d] && reduced[d - 1] == (block == Block::kTrailing)) return false;
+  return true;
+}
+
 // Sums and means of contiguous float32 over trailing dims (x.sum(), per-row sums)
 // with the ISA kernel: rows over threads, or chunks of one long row whose partial
 // sums are added in chunk order (the same result whatever the thread count).
 // False when the call is not of that shape.
 bool sum_rows_f32(const sdk::Host& host, const Tensor& in, const Tensor& out, const std::vector<bool>& reduced,
                   const Plan& p, Reduce kind) {
-  if (!sdk::same_dtype(in.dtype(), sdk::dtypes::float32) || !sdk::same_dtype(out.dtype(), sdk::dtypes::float32) ||
-      !in.is_contiguous() || !out.is_contiguous() || p.nred == 0 || p.nout == 0)
-    return false;
-  for (size_t d = 1; d < reduced.size(); ++d)
-    if (reduced[d - 1] && !reduced[d]) return false;  // a kept dim inside the reduced block
+  if (!dense_f32_block(in, out, reduced, p, Block::kTrailing)) return false;
   const auto sum = isa().sum_f32;
   const float* x = in.data<float>();
   float* o = out.data<float>();
@@ -126,12 +136,9 @@ bool sum_rows_f32(const sdk::Host& host, const Tensor& in, const Tensor& out, co
 // False when the call is not of that shape.
 bool extremum_rows_f32(const sdk::Host& host, const Tensor& in, const Tensor* values, const Tensor* indices,
                        const std::vector<bool>& reduced, const Plan& p, bool is_max) {
-  if (!sdk::same_dtype(in.dtype(), sdk::dtypes::float32) || !in.is_contiguous() || p.nred == 0 || p.nout == 0)
-    return false;
-  if (values && (!sdk::same_dtype(values->dtype(), sdk::dtypes::float32) || !values->is_contiguous())) return false;
+  // (the index output is int64: checked as the values would be, then its layout alone)
+  if (!dense_f32_block(in, values ? *values : in, reduced, p, Block::kTrailing)) return false;
   if (indices && !indices->is_contiguous()) return false;
-  for (size_t d = 1; d < reduced.size(); ++d)
-    if (reduced[d - 1] && !reduced[d]) return false;  // a kept dim inside the reduced block
   const auto extremum = isa().extremum_f32;
   const float* x = in.data<float>();
   float* vo = values ? values->data<float>() : nullptr;
@@ -160,11 +167,7 @@ bool extremum_rows_f32(const sdk::Host& host, const Tensor& in, const Tensor* va
 // reduced block folded into the output, column chunks over threads.
 bool extremum_outer_f32(const sdk::Host& host, const Tensor& in, const Tensor& out, const std::vector<bool>& reduced,
                         const Plan& p, bool is_max) {
-  if (!sdk::same_dtype(in.dtype(), sdk::dtypes::float32) || !sdk::same_dtype(out.dtype(), sdk::dtypes::float32) ||
-      !in.is_contiguous() || !out.is_contiguous() || p.nred == 0 || p.nout == 0)
-    return false;
-  for (size_t d = 1; d < reduced.size(); ++d)
-    if (!reduced[d - 1] && reduced[d]) return false;  // a reduced dim after a kept one
+  if (!dense_f32_block(in, out, reduced, p, Block::kLeading)) return false;
   const auto accumulate = isa().extremum_accumulate_f32;
   const float* x = in.data<float>();
   float* o = out.data<float>();

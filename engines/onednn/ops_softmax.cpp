@@ -45,15 +45,20 @@ struct BwdEntry {
 };
 
 // float32 softmax and log_softmax over a contiguous last dim: an own loop (at
-// 32x128 the primitive's fixed cost dominated; larger ones are below). Only in the AVX2 and AVX-512 builds of
-// loops.hpp's choice. Rows are done a register at a time in GCC vector types
-// (V, vec.hpp's, and VI: 8 lanes in the AVX2 build, 16 in the AVX-512 one), with a
-// scalar tail: a 16-float vector in the AVX2 build went through the stack (softmax
-// of 64x1000 took 9x its AVX-512 time).
+// 32x128 the primitive's fixed cost dominated; larger ones are below), in each
+// width of loops.hpp's choice. Rows are done a register at a time in GCC vector
+// types (V, vec.hpp's, and VI: 4 lanes in the baseline SSE2 build, 8 in the AVX2
+// one, 16 in the AVX-512 one), with a scalar tail: a 16-float vector in the AVX2
+// build went through the stack (softmax of 64x1000 took 9x its AVX-512 time).
+// The baseline build is there for correctness as much as speed: oneDNN 2.6's
+// SSE4.1 softmax primitive gives a row with a NaN and a -inf finite values
+// (ATen: NaN across the row).
 namespace rows {
 
 using vec::V16;
+using vec::V4;
 using vec::V8;
+typedef int32_t VI4 __attribute__((vector_size(16)));
 typedef int32_t VI8 __attribute__((vector_size(32)));
 typedef int32_t VI16 __attribute__((vector_size(64)));
 
@@ -160,6 +165,7 @@ typedef int32_t VI16 __attribute__((vector_size(64)));
         gx[i] = log ? g[i] - NAME##_exp1(y[i]) * sum : y[i] * (g[i] - sum);             \
     }                                                                                   \
   }
+OPENREG_ONEDNN_SOFTMAX_ROWS(softmax_rows_sse, , V4, VI4)
 OPENREG_ONEDNN_SOFTMAX_ROWS(softmax_rows_avx2, __attribute__((target("avx2"))), V8, VI8)
 OPENREG_ONEDNN_SOFTMAX_ROWS(softmax_rows_avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))), V16, VI16)
 #undef OPENREG_ONEDNN_SOFTMAX_ROWS
@@ -169,18 +175,20 @@ OPENREG_ONEDNN_SOFTMAX_ROWS(softmax_rows_avx512, __attribute__((target("avx512f,
 // softmax over the last dim left a row with a NaN NaN only where the NaN was
 // (ATen: the whole row).
 bool applies(const sdk::Tensor& x, const sdk::Tensor& y, int axis) {
-  return (is_f32(x.dtype()) || is_bf16(x.dtype())) && loops::width() != loops::Width::Sse && axis == x.dim() - 1 &&
-         x.is_contiguous() && y.is_contiguous();
+  return (is_f32(x.dtype()) || is_bf16(x.dtype())) && axis == x.dim() - 1 && x.is_contiguous() && y.is_contiguous();
 }
 
 // Rows in parallel chunks above the memory grain, as the backward: [512, 1000]
 // log_softmax took 395 us on oneDNN 2.6's primitive at one thread, torch CPU 305.
 void run(const sdk::Tensor& x, const sdk::Tensor& y, bool log) {
   const int64_t n = x.size(x.dim() - 1), rows = x.numel() / n;
-  const bool wide = loops::width() == loops::Width::Avx512;
-  auto rows_of = [wide, n, log](const float* in, float* out, int64_t count) {
-    if (wide) softmax_rows_avx512(in, out, count, n, log);
-    else softmax_rows_avx2(in, out, count, n, log);
+  const loops::Width width = loops::width();
+  auto rows_of = [width, n, log](const float* in, float* out, int64_t count) {
+    switch (width) {
+      case loops::Width::Avx512: return softmax_rows_avx512(in, out, count, n, log);
+      case loops::Width::Avx2: return softmax_rows_avx2(in, out, count, n, log);
+      case loops::Width::Sse: return softmax_rows_sse(in, out, count, n, log);
+    }
   };
   const int64_t grain = std::max<int64_t>(1, sdk::kParallelGrain / n);
   if (is_f32(x.dtype())) {
@@ -200,8 +208,8 @@ void run(const sdk::Tensor& x, const sdk::Tensor& y, bool log) {
 }
 
 bool applies_backward(const sdk::Tensor& g, const sdk::Tensor& y, const sdk::Tensor& gx, int axis) {
-  return (is_f32(g.dtype()) || is_bf16(g.dtype())) && loops::width() != loops::Width::Sse && axis == y.dim() - 1 &&
-         g.is_contiguous() && y.is_contiguous() && gx.is_contiguous();
+  return (is_f32(g.dtype()) || is_bf16(g.dtype())) && axis == y.dim() - 1 && g.is_contiguous() && y.is_contiguous() &&
+         gx.is_contiguous();
 }
 
 // Rows in parallel chunks above the memory grain ([512, 1000] log_softmax
@@ -210,10 +218,13 @@ bool applies_backward(const sdk::Tensor& g, const sdk::Tensor& y, const sdk::Ten
 // log_softmax backward kept a NaN gradient to its own element (ATen: the row).
 void run_backward(const sdk::Tensor& g, const sdk::Tensor& y, const sdk::Tensor& gx, bool log) {
   const int64_t n = y.size(y.dim() - 1), rows = y.numel() / n;
-  const bool wide = loops::width() == loops::Width::Avx512;
-  auto rows_of = [wide, n, log](const float* gp, const float* yp, float* op, int64_t count) {
-    if (wide) softmax_rows_avx512_backward(gp, yp, op, count, n, log);
-    else softmax_rows_avx2_backward(gp, yp, op, count, n, log);
+  const loops::Width width = loops::width();
+  auto rows_of = [width, n, log](const float* gp, const float* yp, float* op, int64_t count) {
+    switch (width) {
+      case loops::Width::Avx512: return softmax_rows_avx512_backward(gp, yp, op, count, n, log);
+      case loops::Width::Avx2: return softmax_rows_avx2_backward(gp, yp, op, count, n, log);
+      case loops::Width::Sse: return softmax_rows_sse_backward(gp, yp, op, count, n, log);
+    }
   };
   const int64_t grain = std::max<int64_t>(1, sdk::kParallelGrain / n);
   if (is_f32(g.dtype())) {

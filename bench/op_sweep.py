@@ -121,9 +121,12 @@ def main():
     print("|---|---|---|---|")
     slow = []
     for name in names:
-        def call(device, op=OPS[name]):
+        # An op with an integer result (argmax) has no backward: timed forward only.
+        backward = args.backward and OPS[name](sides["cpu"]).requires_grad
+
+        def call(device, op=OPS[name], backward=backward):
             out = op(sides[device])
-            if args.backward:
+            if backward:
                 out.sum().backward()
         for device in sides:  # warm-up (and the device's first calls' allocations)
             timed(lambda: call(device), device, 2)
@@ -138,7 +141,8 @@ def main():
         flag = " <<<" if dev / cpu > SLOW else ""
         if flag:
             slow.append(name)
-        print(f"| {name} | {cpu:.1f} | {dev:.1f} ({dev / cpu:.2f}x{flag}) | {served or '(no engine call)'} |", flush=True)
+        label = name if backward == args.backward else f"{name} (forward only: no gradient)"
+        print(f"| {label} | {cpu:.1f} | {dev:.1f} ({dev / cpu:.2f}x{flag}) | {served or '(no engine call)'} |", flush=True)
     print(f"\nabove {SLOW}x: {', '.join(slow) if slow else 'none'}")
 
 

@@ -95,6 +95,15 @@ def test_op_sweep_smoke(run_command, repo_root, openreg):
     assert "leaky_relu_backward: " in next(l for l in out.splitlines() if l.startswith("| leaky_relu |")), out
 
 
+def test_op_sweep_backward_of_an_integer_result(run_command, repo_root, openreg):
+    # argmax has no gradient: --backward times its forward and says so instead of failing.
+    engine = os.environ.get("OPENREG_ENGINE") or openreg.info()["chain"][0]
+    script = os.path.join(repo_root, "bench", "op_sweep.py")
+    proc = run_command([sys.executable, script, "--quick", "--backward", "--engine", engine, "--ops", "argmax(-1)"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "| argmax(-1) (forward only: no gradient) |" in proc.stdout, proc.stdout
+
+
 def test_async_benchmark_smoke(run_command, repo_root, openreg, tmp_path):
     engine = os.environ.get("OPENREG_ENGINE") or openreg.info()["chain"][0]
     script = os.path.join(repo_root, "bench", "async_step.py")

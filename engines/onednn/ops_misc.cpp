@@ -46,9 +46,18 @@ void unary_loop(const sdk::Call& call, Op op) {
   });
 }
 
-// sin/cos. Dense float32 through vmath::trig (vectorised, within 1.6 ulp),
-// block by block, the block's elements past vmath::kTrigMax (and infinities,
-// NaN) redone with libm; other dtypes and layouts in the libm loop.
+// True if every |x[i]| is within vmath::kTrigMax (false for an infinity or NaN).
+// A branch-free count, which vectorises: the per-element test with its libm call
+// took twice the polynomial's time (sin of 262K floats 824 us, torch CPU 495).
+bool within_trig_range(const float* x, int64_t n) {
+  int32_t outside = 0;
+  for (int64_t i = 0; i < n; ++i) outside += !(std::fabs(x[i]) <= vmath::kTrigMax);
+  return outside == 0;
+}
+
+// sin/cos. Dense float32 through vmath::trig (vectorised, within 1.6 ulp); a
+// range with elements past vmath::kTrigMax (or infinities, NaN) block by block,
+// those elements redone with libm; other dtypes and layouts in the libm loop.
 template <bool kCos>
 void trig(const sdk::Call& call) {
   const sdk::Tensor out = call.output(0), a = call.tensor(0);
@@ -56,11 +65,13 @@ void trig(const sdk::Call& call) {
     float* o = reinterpret_cast<float*>(out.bytes());  // may alias a (sin_)
     const float* x = reinterpret_cast<const float*>(a.bytes());
     host().parallel_for(0, out.numel(), sdk::kParallelGrain, [o, x](int64_t b, int64_t e) {
+      auto f = [](float v) { return vmath::trig(v, kCos); };
+      if (within_trig_range(x + b, e - b)) return loops::dense1(o + b, x + b, e - b, f);
       constexpr int64_t kBlock = 256;
       float tmp[kBlock];
       for (int64_t i = b; i < e; i += kBlock) {
         const int64_t m = std::min(kBlock, e - i);
-        loops::dense1(tmp, x + i, m, [](float v) { return vmath::trig(v, kCos); });
+        loops::dense1(tmp, x + i, m, f);
         for (int64_t k = 0; k < m; ++k)
           if (!(std::fabs(x[i + k]) <= vmath::kTrigMax)) tmp[k] = kCos ? std::cos(x[i + k]) : std::sin(x[i + k]);
         std::memcpy(o + i, tmp, static_cast<size_t>(m) * sizeof(float));

@@ -32,7 +32,8 @@ enum IsaUnary {
   ISA_ROUND,
   ISA_RECIPROCAL,
   ISA_LEAKY_RELU,
-  ISA_CLAMP
+  ISA_CLAMP,
+  ISA_SIGN
 };
 // The activation backwards of IsaKernels::activation_backward_f32.
 enum IsaActBackward { ISA_GELU_ERF_BACKWARD, ISA_GELU_TANH_BACKWARD, ISA_SILU_BACKWARD };

@@ -231,7 +231,7 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
       e.op("aten::where.self_out", {sdk::dtypes::bool_}, oe::guarded(oe::where));
       // Elementwise math without a oneDNN primitive here (ops_misc.cpp): LLaMA's
       // RMSNorm, rotary embedding and SwiGLU.
-      for (const char* u : {"neg", "rsqrt", "silu", "sin", "cos"}) {
+      for (const char* u : {"neg", "rsqrt", "silu", "sin", "cos", "hardswish", "hardsigmoid"}) {
         const std::string n = std::string("aten::") + u;
         for (const std::string& form : {n, n + "_", n + ".out"}) {
           if (std::string(u) == "neg") e.op(form, {f32, bf16, f64, i64}, oe::guarded(oe::math_unary(u)));
@@ -241,6 +241,9 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
       for (const char* n : {"aten::pow.Tensor_Scalar", "aten::pow_.Scalar", "aten::pow.Tensor_Scalar_out"})
         e.op(n, {f32, bf16, f64}, oe::guarded(oe::pow_scalar));
       e.op("aten::silu_backward", {f32, bf16, f64}, oe::guarded(oe::silu_backward));
+      e.op("aten::leaky_relu_backward", {f32, bf16, f64}, oe::guarded(oe::leaky_relu_backward));
+      e.op("aten::hardtanh_backward", {f32, bf16, f64}, oe::guarded(oe::hardtanh_backward));
+      e.op("aten::hardsigmoid_backward", {f32, bf16, f64}, oe::guarded(oe::hardsigmoid_backward));
     }
     // ---- the optimizer step: fused Adam/AdamW/SGD and _foreach_ lists (ops_optim.cpp)
     oe::register_optim_ops(e);

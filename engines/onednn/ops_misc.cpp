@@ -1,5 +1,7 @@
 // Elementwise math oneDNN has no primitive for (sin, cos) or none this engine
-// maps (neg, rsqrt, silu, pow with a scalar exponent, silu_backward): the
+// maps (neg, rsqrt, silu, pow with a scalar exponent, silu_backward, the
+// piecewise-linear activations hardswish, hardsigmoid and the backwards of
+// leaky_relu, hardtanh, hardsigmoid): the
 // engine's own loops (loops.hpp), with ATen's CPU formulas; exp, sin and cos
 // of float32 from vmath.hpp, which the loops vectorise (libm is a call per
 // element), std::pow for exponents without a special case. bfloat16 computes
@@ -98,6 +100,28 @@ sdk::Kernel math_unary(const char* name) {
     };
   if (n == "sin") return trig<false>;
   if (n == "cos") return trig<true>;
+  // hardswish: x * min(max(x + 3, 0), 6) / 6, hardsigmoid: min(max(x + 3, 0), 6) / 6,
+  // in ATen's order of operations; the selects keep a NaN (no comparison holds).
+  if (n == "hardswish")
+    return [](const sdk::Call& c) {
+      unary_loop<float, sdk::bfloat16, double>(c, [](auto x) {
+        using C = decltype(x);
+        C t = x + C(3);
+        t = t < C(0) ? C(0) : t;
+        t = t > C(6) ? C(6) : t;
+        return x * t / C(6);
+      });
+    };
+  if (n == "hardsigmoid")
+    return [](const sdk::Call& c) {
+      unary_loop<float, sdk::bfloat16, double>(c, [](auto x) {
+        using C = decltype(x);
+        C t = x + C(3);
+        t = t < C(0) ? C(0) : t;
+        t = t > C(6) ? C(6) : t;
+        return t / C(6);
+      });
+    };
   sdk::fail(OPENREG_STATUS_INTERNAL, "onednn math_unary: unknown op " + n);
 }
 
@@ -132,6 +156,52 @@ void silu_backward(const sdk::Call& call) {
       const C s = sigmoid_c(v);
       return dy * s * (C(1) + v * (C(1) - s));
     });
+  });
+}
+
+// The piecewise-linear activations' backwards, ATen's CPU formulas: selects on
+// the input (a NaN input takes the branch no comparison holds for).
+// leaky_relu_backward(grad, self, negative_slope, self_is_result): grad where
+// self > 0, else grad * slope. A negative slope on the result is an error ATen
+// raises: declined, so that the reference engine raises it.
+void leaky_relu_backward(const sdk::Call& call) {
+  const sdk::Tensor out = call.output(0), g = call.tensor(0), x = call.tensor(1);
+  require_dtype(call, out.dtype(), {g, x});
+  const double slope = call.scalar(2);
+  OPENREG_SDK_REQUIRE(!(call.bool_arg(3) && slope < 0), call.op_name(),
+                      ": a negative slope with self_is_result (an error: left to aten_ref, which raises it)");
+  sdk::dispatch<float, sdk::bfloat16, double>(out.dtype(), "leaky_relu_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    const C k = static_cast<C>(slope);
+    map2<T>(out, g, x, [k](C dy, C v) { return v > C(0) ? dy : dy * k; });
+  });
+}
+
+// hardtanh_backward(grad, self, min_val, max_val): grad where min_val < self <
+// max_val, else 0. A NaN self gets 0, as in ATen's vectorised loop (its scalar
+// loop, which does a row's last elements, gives grad).
+void hardtanh_backward(const sdk::Call& call) {
+  const sdk::Tensor out = call.output(0), g = call.tensor(0), x = call.tensor(1);
+  require_dtype(call, out.dtype(), {g, x});
+  const double lo = call.scalar(2), hi = call.scalar(3);
+  sdk::dispatch<float, sdk::bfloat16, double>(out.dtype(), "hardtanh_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    const C l = static_cast<C>(lo), h = static_cast<C>(hi);
+    map2<T>(out, g, x, [l, h](C dy, C v) { return v > l && v < h ? dy : C(0); });
+  });
+}
+
+// hardsigmoid_backward(grad, self): grad * (1/6) where -3 < self < 3, else 0; 1/6
+// is float's for every dtype (ATen's 1.0f / 6.0f, in double too).
+void hardsigmoid_backward(const sdk::Call& call) {
+  const sdk::Tensor out = call.output(0), g = call.tensor(0), x = call.tensor(1);
+  require_dtype(call, out.dtype(), {g, x});
+  sdk::dispatch<float, sdk::bfloat16, double>(out.dtype(), "hardsigmoid_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    map2<T>(out, g, x, [](C dy, C v) { return v > C(-3) && v < C(3) ? dy * C(1.0f / 6.0f) : C(0); });
   });
 }
 

@@ -128,6 +128,19 @@ _UNARY_SPECIALS = {
 }
 
 
+# Activations made of pieces: kernels select on comparisons, which the kinks test.
+_PIECEWISE_LINEAR = ("hardtanh", "leaky_relu", "hardswish", "hardsigmoid",
+                     "hardtanh_backward", "leaky_relu_backward", "hardsigmoid_backward")
+
+
+def _kinks(dtype, nan=True):
+    """Inputs at and just beside hardswish/hardsigmoid's (+-3) and hardtanh's (+-1)
+    kinks, zeros, NaN and infinities, tiled past a vector register's width."""
+    values = [-3.0, 3.0, -1.0, 1.0, 0.0, -0.0, float("inf"), float("-inf"),
+              -3.25, -2.75, 2.75, 3.25, -1.25, -0.75, 0.75, 1.25] + ([float("nan")] if nan else [])
+    return torch.tensor(values, dtype=dtype).repeat(11)
+
+
 def _activation_sweep(dtype):
     """Inputs across an activation's range: where kernels' erf and exp change regime,
     and far into the tails."""
@@ -150,6 +163,8 @@ def _unary_cases(ctx):
         # Tiled past a vector register's width, so that vectorised kernels meet them too.
         special = torch.tensor(_UNARY_SPECIALS[dom], dtype=ctx.dtype).repeat(11)
         cases.append(Case("NaN, infinities, zeros, tiny and huge values (tiled)", ctx.of(special)))
+    if ctx.floating and ctx.base in _PIECEWISE_LINEAR:
+        cases.append(Case("at and around the kinks (+-3, +-1, 0), tiled", ctx.of(_kinks(ctx.dtype))))
     if ctx.base == "tanh" and ctx.dtype == torch.float32:  # kernels switch formula near |x| = 0.6 and saturate
         sweep = torch.cat([torch.linspace(-20, 20, 161, dtype=torch.float64),
                            torch.linspace(-0.7, 0.7, 113, dtype=torch.float64)]).to(ctx.dtype)
@@ -274,6 +289,7 @@ _ACTIVATION_BACKWARD = {
     "silu_backward": ("any", lambda ctx: ()),
     "hardtanh_backward": ("any", lambda ctx: (-1.0, 1.0)),
     "leaky_relu_backward": ("any", lambda ctx: (0.01, False)),
+    "hardsigmoid_backward": ("any", lambda ctx: ()),
 }
 
 
@@ -288,6 +304,13 @@ def _activation_backward_cases(ctx):
     if ctx.floating and dom == "any":
         exact = torch.tensor(_EXACT_VALUES, dtype=ctx.dtype)
         cases.append(Case("exact values (0, -0, +-1, ...)", ctx.t(len(_EXACT_VALUES)), ctx.of(exact), *extra))
+    if ctx.floating and ctx.base in _PIECEWISE_LINEAR:
+        # torch 2.13's CPU hardtanh_backward gives 0 for a NaN self in its vectorised
+        # loop and the gradient in its scalar tail, so which one a NaN gets depends on
+        # its position: no NaN in its case.
+        kinks = _kinks(ctx.dtype, nan=ctx.base != "hardtanh_backward")
+        cases.append(Case("self at and around the kinks (+-3, +-1, 0), tiled", ctx.t(len(kinks)), ctx.of(kinks),
+                          *extra))
     if ctx.base == "threshold_backward":
         cases.append(Case("threshold=0.5", ctx.t(5, 7, 11), ctx.t(5, 7, 11), ctx.number(0.5, 1)))
     if ctx.base in ("gelu_backward", "silu_backward") and ctx.dtype == torch.float32:  # kernels' own erf and exp

@@ -264,7 +264,9 @@ std::vector<Case> ternary(const Name& n, openreg_dtype d) {
 }
 
 // threshold_backward(grad, self, threshold), sigmoid/tanh_backward(grad, output),
-// gelu_backward(grad, self, approximate), silu_backward(grad, self)
+// gelu_backward(grad, self, approximate), silu_backward(grad, self),
+// leaky_relu_backward(grad, self, negative_slope, self_is_result),
+// hardtanh_backward(grad, self, min_val, max_val), hardsigmoid_backward(grad, self)
 std::vector<Case> activation_backward(const Name& n, openreg_dtype d) {
   std::vector<Case> cases;
   int k = 0;
@@ -273,6 +275,8 @@ std::vector<Case> activation_backward(const Name& n, openreg_dtype d) {
     b.tensor(T(d, s.shape, s.layout));
     b.tensor(T(d, s.shape, Layout::Contiguous, n.root == "sigmoid_backward" ? Domain::Unit : Domain::Any));
     if (n.root == "threshold_backward") b.arg(Arg::scalar(0.0));
+    if (n.root == "leaky_relu_backward") b.arg(Arg::scalar(k % 2 ? 0.2 : 0.01)).arg(Arg::boolean(false));
+    if (n.root == "hardtanh_backward") b.arg(Arg::scalar(k % 2 ? -0.5 : -1.0)).arg(Arg::scalar(k % 2 ? 1.5 : 1.0));
     if (n.root == "gelu_backward") {
       b.arg(Arg::string(k % 2 ? "tanh" : "none"));
       b.c.label += k % 2 ? ", approximate=tanh" : ", approximate=none";
@@ -1280,13 +1284,14 @@ const std::map<std::string, FamilyInfo>& families() {
     for (const char* op : {"neg", "abs", "relu", "sign"}) t[op] = {unary, &kNumeric};
     for (const char* op : {"exp", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sigmoid", "tanh", "gelu", "silu",
                            "sin", "cos", "erf", "reciprocal", "floor", "ceil", "round", "trunc", "leaky_relu",
-                           "hardtanh", "clamp", "pow"})
+                           "hardtanh", "clamp", "pow", "hardswish", "hardsigmoid"})
       t[op] = {unary, &kFloats};
     for (const char* op : {"add", "sub", "mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge"})
       t[op] = {binary, &kNumeric};
     t["div"] = {binary, &kNumeric};
     for (const char* op : {"addcmul", "addcdiv", "lerp"}) t[op] = {ternary, &kFloats};
-    for (const char* op : {"threshold_backward", "sigmoid_backward", "tanh_backward", "gelu_backward", "silu_backward"})
+    for (const char* op : {"threshold_backward", "sigmoid_backward", "tanh_backward", "gelu_backward", "silu_backward",
+                           "leaky_relu_backward", "hardtanh_backward", "hardsigmoid_backward"})
       t[op] = {activation_backward, &kFloats};
     for (const char* op : {"fill", "zero", "clone", "copy"}) t[op] = {memory_ops, &kAll};
     for (const char* op : {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin"}) t[op] = {reduction, &kNumeric};

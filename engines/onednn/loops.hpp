@@ -20,6 +20,7 @@
 // CPU 870-990 for either).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <type_traits>
 
@@ -118,13 +119,15 @@ void dense2(float* o, const float* x, const float* y, int64_t n, const F& f) {
 
 // One strided row of float32 (byte strides s, n elements): the dense loops
 // when the row is contiguous in every operand (or a broadcast scalar in y),
-// the plain strided loop otherwise. A broadcast scalar's wrapper holds f by
+// a fill where the inputs are broadcast along the row (the gradient of a sum
+// or mean, expanded), the plain strided loop otherwise. A broadcast scalar's wrapper holds f by
 // value, for the reason the dense loops copy it.
 template <class F>
 void row1(const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n, const F& f) {
   float* o = reinterpret_cast<float*>(p[0]);
   const float* x = reinterpret_cast<const float*>(p[1]);
   if (s[0] == 4 && s[1] == 4) return dense1(o, x, n, f);
+  if (s[0] == 4 && s[1] == 0) return std::fill(o, o + n, static_cast<float>(f(*x)));  // an expanded input
   for (int64_t i = 0; i < n; ++i) o[i * (s[0] / 4)] = static_cast<float>(f(x[i * (s[1] / 4)]));
 }
 template <class F>
@@ -133,6 +136,7 @@ void row2(const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_
   const float* x = reinterpret_cast<const float*>(p[1]);
   const float* y = reinterpret_cast<const float*>(p[2]);
   if (s[0] == 4 && s[1] == 4 && s[2] == 4) return dense2(o, x, y, n, f);
+  if (s[0] == 4 && s[1] == 0 && s[2] == 0) return std::fill(o, o + n, static_cast<float>(f(*x, *y)));
   if (s[0] == 4 && s[1] == 4 && s[2] == 0) {
     const float yv = *y;
     return dense1(o, x, n, marked_as(f, [f, yv](float v) { return f(v, yv); }));

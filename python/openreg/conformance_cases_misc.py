@@ -39,6 +39,9 @@ def _triangle_cases(ctx):
         case("transposed 7x11 k=2", (7, 11), 2, "transposed"),
         case("sliced with gaps 5x7 k=0", (5, 7), 0, "sliced"),
         case("expanded batch 3x5x7 k=1", (3, 5, 7), 1, "expanded", inplace_ok=False),
+        # One value along each row (stride 0 on the last dim), as the gradient of a sum.
+        Case("rows broadcast 2x5x7 k=1", T(ctx.values((2, 5, 1)), lambda x: x.expand(2, 5, 7), True), 1,
+             inplace_ok=False),
         case("zero-size 0x7", (0, 7), 0),
         case("zero-size 3x0x4", (3, 0, 4), 0),
         case("causal mask 64x64 (parallel path)", (64, 600), 0),

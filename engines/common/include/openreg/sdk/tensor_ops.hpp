@@ -198,6 +198,14 @@ void triangle(const Call& call) {
           std::memset(dst + hi * es, 0, static_cast<size_t>((C - hi) * es));
           continue;
         }
+        if (xc == 0 && oc == es) {  // one value along the row (an expanded gradient): three fills
+          U* d = reinterpret_cast<U*>(dst);
+          const U v = *reinterpret_cast<const U*>(src);
+          std::fill(d, d + lo, U(0));
+          std::fill(d + lo, d + hi, v);
+          std::fill(d + hi, d + C, U(0));
+          continue;
+        }
         for (int64_t j = 0; j < C; ++j) {
           U v = (j >= lo && j < hi) ? *reinterpret_cast<const U*>(src + j * xc) : U(0);
           *reinterpret_cast<U*>(dst + j * oc) = v;

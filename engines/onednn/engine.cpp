@@ -164,6 +164,9 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     op("aten::nll_loss_backward", oe::nll_loss_backward);
     op("aten::mse_loss", oe::mse_loss);
     op("aten::mse_loss_backward", oe::mse_loss_backward);
+    op("aten::smooth_l1_loss", oe::smooth_l1_loss);
+    op("aten::smooth_l1_loss_backward", oe::smooth_l1_loss_backward);
+    op("aten::smooth_l1_loss_backward.grad_input", oe::smooth_l1_loss_backward);
     // indexing and joining: copies of bits, so every dtype (where.self is
     // routed by its condition's dtype, bool)
     auto op_any = [&](const char* name, sdk::Kernel k) {

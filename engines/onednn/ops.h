@@ -63,10 +63,12 @@ void index_select(const sdk::Call& call);
 void cat(const sdk::Call& call);
 void where(const sdk::Call& call);
 
-// ops_loss.cpp: nll_loss and mse_loss forward/backward (plain loops).
+// ops_loss.cpp: nll_loss, mse_loss and smooth_l1_loss forward/backward (plain loops).
 void nll_loss_forward(const sdk::Call& call);
 void nll_loss_backward(const sdk::Call& call);
 void mse_loss(const sdk::Call& call);           // mse_loss and its backward: loops too
 void mse_loss_backward(const sdk::Call& call);
+void smooth_l1_loss(const sdk::Call& call);           // smooth_l1_loss and its backward (also .grad_input)
+void smooth_l1_loss_backward(const sdk::Call& call);
 
 }  // namespace onednn_engine

@@ -1,7 +1,8 @@
 // Losses as loops (oneDNN has no primitive for them). nll_loss forward/backward:
 // target gather, class weights, ignore_index, reductions none/mean/sum, ATen's
-// total_weight semantics. mse_loss forward/backward: elementwise in float,
-// reductions over self and target of one shape (broadcasting is declined).
+// total_weight semantics. mse_loss and smooth_l1_loss forward/backward:
+// elementwise in float, reductions over self and target of one shape
+// (broadcasting is declined).
 // Both accumulate in double.
 #include <algorithm>
 #include <array>
@@ -124,20 +125,22 @@ void nll_loss_backward(const sdk::Call& call) {
   });
 }
 
-// mse_loss(self, target, reduction) -> out. reduction 0: (self - target)^2 with
+namespace {
+
+// The elementwise losses: mse_loss and smooth_l1_loss, forward and backward, one
+// loop each over a per-element function of (self, target) in float.
+// loss(self, target, reduction, ...) -> out. reduction 0: f(self, target) with
 // broadcasting; 1 (mean) and 2 (sum): self and target of the same shape.
-void mse_loss(const sdk::Call& call) {
+template <class F>
+void pointwise_loss(const sdk::Call& call, F f) {
   const sdk::Tensor x = call.tensor(0), t = call.tensor(1), out = call.output(0);
   const int64_t reduction = call.int_arg(2);
   OPENREG_SDK_REQUIRE(sdk::same_dtype(x.dtype(), out.dtype()) && sdk::same_dtype(t.dtype(), out.dtype()),
                       call.op_name(), ": self, target and output of different dtypes");
-  dispatch_float(out.dtype(), "mse_loss", [&](auto tag) {
+  dispatch_float(out.dtype(), call.op_name().data(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (reduction == 0) {
-      sdk::binary_map<T>(host(), out, x, t, [](T a, T b) {
-        const float d = static_cast<float>(a) - static_cast<float>(b);
-        return T(d * d);
-      });
+      sdk::binary_map<T>(host(), out, x, t, [f](T a, T b) { return T(f(static_cast<float>(a), static_cast<float>(b))); });
       return;
     }
     OPENREG_SDK_REQUIRE(x.dim() == t.dim(), call.op_name(), ": self and target shapes differ (broadcasting declined)");
@@ -160,18 +163,14 @@ void mse_loss(const sdk::Call& call) {
                           for (; i + 1024 <= n; i += 1024) {
                             float lanes[32] = {};
                             for (int64_t j = 0; j < 1024; j += 32)
-                              for (int k = 0; k < 32; ++k) {
-                                const float d = static_cast<float>(x0[i + j + k]) - static_cast<float>(t0[i + j + k]);
-                                lanes[k] += d * d;
-                              }
+                              for (int k = 0; k < 32; ++k)
+                                lanes[k] += f(static_cast<float>(x0[i + j + k]), static_cast<float>(t0[i + j + k]));
                             for (int k = 0; k < 32; ++k) part += lanes[k];
                           }
                         }
-                        for (; i < n; ++i) {
-                          const double a = static_cast<float>(*reinterpret_cast<const T*>(p[0] + i * st[0]));
-                          const double b = static_cast<float>(*reinterpret_cast<const T*>(p[1] + i * st[1]));
-                          part += (a - b) * (a - b);
-                        }
+                        for (; i < n; ++i)
+                          part += f(static_cast<float>(*reinterpret_cast<const T*>(p[0] + i * st[0])),
+                                    static_cast<float>(*reinterpret_cast<const T*>(p[1] + i * st[1])));
                         std::lock_guard<std::mutex> lock(mutex);
                         sum += part;
                       });
@@ -180,18 +179,25 @@ void mse_loss(const sdk::Call& call) {
   });
 }
 
-// mse_loss_backward(grad_output, self, target, reduction) -> grad_input =
-// norm * (self - target) * grad_output, norm = 2 / numel for mean, else 2.
-void mse_loss_backward(const sdk::Call& call) {
+// loss_backward(grad_output, self, target, reduction, ...) -> grad_input =
+// f(self, target, grad_output, norm), norm = scale / numel for mean, else scale
+// (ATen's: 2 for mse_loss, 1 for smooth_l1_loss).
+template <class F>
+void pointwise_loss_backward(const sdk::Call& call, float scale, F f) {
   const sdk::Tensor g = call.tensor(0), x = call.tensor(1), t = call.tensor(2), out = call.output(0);
   const int64_t reduction = call.int_arg(3);
   OPENREG_SDK_REQUIRE(sdk::same_dtype(x.dtype(), out.dtype()) && sdk::same_dtype(t.dtype(), out.dtype()) &&
                           sdk::same_dtype(g.dtype(), out.dtype()),
                       call.op_name(), ": operands and output of different dtypes");
-  const float norm = reduction == 1 ? 2.0f / static_cast<float>(std::max<int64_t>(x.numel(), 1)) : 2.0f;
+  const float norm = reduction == 1 ? scale / static_cast<float>(std::max<int64_t>(x.numel(), 1)) : scale;
   const sdk::Shape shape = sdk::shape_of(out);
-  dispatch_float(out.dtype(), "mse_loss_backward", [&](auto tag) {
+  dispatch_float(out.dtype(), call.op_name().data(), [&](auto tag) {
     using T = typename decltype(tag)::type;
+    if (g.numel() == 1) {  // a reduced loss's gradient: one value, the elementwise loops (vectorised)
+      const float gr = static_cast<float>(*reinterpret_cast<const T*>(g.bytes()));
+      map2<T>(out, x, t, [f, gr, norm](float a, float b) { return f(a, b, gr, norm); });
+      return;
+    }
     sdk::for_each_row(host(), shape,
                       std::array<sdk::Operand, 4>{sdk::operand(out, shape), sdk::operand(x, shape),
                                                   sdk::operand(t, shape), sdk::operand(g, shape)},
@@ -200,9 +206,45 @@ void mse_loss_backward(const sdk::Call& call) {
                           const float a = static_cast<float>(*reinterpret_cast<const T*>(p[1] + i * st[1]));
                           const float b = static_cast<float>(*reinterpret_cast<const T*>(p[2] + i * st[2]));
                           const float gr = static_cast<float>(*reinterpret_cast<const T*>(p[3] + i * st[3]));
-                          *reinterpret_cast<T*>(p[0] + i * st[0]) = T(norm * (a - b) * gr);
+                          *reinterpret_cast<T*>(p[0] + i * st[0]) = T(f(a, b, gr, norm));
                         }
                       });
+  });
+}
+
+}  // namespace
+
+// mse_loss(self, target, reduction): (self - target)^2.
+void mse_loss(const sdk::Call& call) {
+  pointwise_loss(call, [](float a, float b) {
+    const float d = a - b;
+    return d * d;
+  });
+}
+
+// mse_loss_backward(grad_output, self, target, reduction): norm * (self - target) * grad_output.
+void mse_loss_backward(const sdk::Call& call) {
+  pointwise_loss_backward(call, 2.0f, [](float a, float b, float g, float norm) { return norm * (a - b) * g; });
+}
+
+// smooth_l1_loss(self, target, reduction, beta), ATen's formula: z = |self - target|,
+// 0.5 * z * z / beta where z < beta, else z - 0.5 * beta (beta 0: the L1 loss).
+void smooth_l1_loss(const sdk::Call& call) {
+  const float beta = static_cast<float>(call.double_arg(3));
+  pointwise_loss(call, [beta](float a, float b) {
+    const float z = std::fabs(a - b);
+    return z < beta ? 0.5f * z * z / beta : z - 0.5f * beta;
+  });
+}
+
+// smooth_l1_loss_backward(grad_output, self, target, reduction, beta[, grad_input]):
+// x = self - target; -norm * g where x <= -beta, norm * g where x >= beta, else
+// norm * x * g / beta.
+void smooth_l1_loss_backward(const sdk::Call& call) {
+  const float beta = static_cast<float>(call.double_arg(4));
+  pointwise_loss_backward(call, 1.0f, [beta](float a, float b, float g, float norm) {
+    const float x = a - b;
+    return x <= -beta ? -norm * g : (x >= beta ? norm * g : norm * x * g / beta);
   });
 }
 

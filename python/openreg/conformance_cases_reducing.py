@@ -222,6 +222,41 @@ def _mse_loss_backward_cases(ctx):
     return cases
 
 
+@register("smooth_l1_loss", grad=True, accumulates=True)
+def _smooth_l1_loss_cases(ctx):
+    """smooth_l1_loss(self, target, reduction, beta) for each reduction; beta 1 (the
+    default), 0.5 and 0 (the L1 loss); |self - target| on both sides of beta and at it."""
+    cases = [Case(f"5x7x11 reduction={name}", ctx.t(5, 7, 11), ctx.t(5, 7, 11), r) for name, r in _REDUCTIONS]
+    diffs = torch.tensor([-2.0, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 2.0], dtype=ctx.dtype).repeat(8)
+    target = ctx.values(diffs.shape)
+    cases += [
+        Case("67x41 reduction=mean, beta=0.5", ctx.t(67, 41), ctx.t(67, 41), 1, 0.5),
+        Case("differences at and around beta=0.5, none", ctx.of(target + diffs), ctx.of(target), 0, 0.5),
+        Case("beta=0 (L1), sum", ctx.t(5, 7), ctx.t(5, 7), 2, 0.0),
+        Case("transposed input, mean", ctx.t(7, 11, layout="transposed"), ctx.t(7, 11), 1),
+        Case("sliced target, sum", ctx.t(5, 7), ctx.t(5, 7, layout="sliced"), 2),
+        Case("broadcast target, none", ctx.t(5, 7), ctx.t(7), 0),
+        Case("zero-size, sum", ctx.t(0, 7), ctx.t(0, 7), 2),
+    ]
+    return cases
+
+
+@register("smooth_l1_loss_backward", accumulates=True)
+def _smooth_l1_loss_backward_cases(ctx):
+    """(grad_output, self, target, reduction, beta)."""
+    cases = []
+    for (name, r), beta in zip(_REDUCTIONS, (1.0, 0.5, 0.0)):
+        grad = ctx.t(5, 7, 11) if r == 0 else ctx.t()
+        cases.append(Case(f"5x7x11 reduction={name}, beta={beta}", grad, ctx.t(5, 7, 11), ctx.t(5, 7, 11), r, beta))
+    diffs = torch.tensor([-2.0, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 2.0], dtype=ctx.dtype).repeat(8)
+    target = ctx.values(diffs.shape)
+    cases.append(Case("differences at and around beta=0.5, mean", ctx.t(), ctx.of(target + diffs), ctx.of(target), 1,
+                      0.5))
+    cases.append(Case("transposed input, mean", ctx.t(), ctx.t(7, 11, layout="transposed"), ctx.t(7, 11), 1, 1.0))
+    cases.append(Case("zero-size, sum", ctx.t(), ctx.t(0, 7), ctx.t(0, 7), 2, 1.0))
+    return cases
+
+
 def _nll_inputs(ctx, n, c, ignore=None):
     """(log-probabilities (n, c) or (c,), int64 targets, positive class weights)."""
     shape = (n, c) if n is not None else (c,)

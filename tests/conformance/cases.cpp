@@ -37,7 +37,9 @@ Name parse(const std::string& op) {
   n.overload = dot == std::string::npos ? "" : s.substr(dot + 1);
   n.inplace = n.base.size() > 1 && n.base.back() == '_' && n.base.compare(0, 2, "__") != 0;
   n.root = n.inplace ? n.base.substr(0, n.base.size() - 1) : n.base;
-  n.out = n.overload == "out" || (n.overload.size() > 4 && n.overload.compare(n.overload.size() - 4, 4, "_out") == 0);
+  // "grad_input": the out= form of a backward (smooth_l1_loss_backward.grad_input).
+  n.out = n.overload == "out" || n.overload == "grad_input" ||
+          (n.overload.size() > 4 && n.overload.compare(n.overload.size() - 4, 4, "_out") == 0);
   return n;
 }
 
@@ -461,8 +463,10 @@ std::vector<Case> softmax(const Name& n, openreg_dtype d) {
   return variant(n, "aten::" + n.root, cases);
 }
 
+// mse_loss and smooth_l1_loss (beta 1, 0.5 and 0: the L1 loss), forward and backward.
 std::vector<Case> mse(const Name& n, openreg_dtype d) {
-  const bool backward = n.root == "mse_loss_backward";
+  const bool backward = n.root == "mse_loss_backward" || n.root == "smooth_l1_loss_backward";
+  const bool smooth_l1 = n.root.rfind("smooth_l1", 0) == 0;
   std::vector<Case> cases;
   const std::vector<std::pair<std::string, Shape>> shapes{{"5x7x11", {5, 7, 11}}, {"257x263", {257, 263}}, {"zero-size 0x3", {0, 3}}};
   for (const auto& s : shapes) {
@@ -472,6 +476,11 @@ std::vector<Case> mse(const Name& n, openreg_dtype d) {
       b.tensor(T(d, s.second, s.first == "5x7x11" ? Layout::Gapped : Layout::Contiguous));
       b.tensor(T(d, s.second));
       b.arg(Arg::integer(reduction));
+      if (smooth_l1) {
+        const double beta = reduction == 0 ? 1.0 : reduction == 1 ? 0.5 : 0.0;
+        b.arg(Arg::real(beta));
+        b.c.label += beta == 1.0 ? ", beta=1" : beta == 0.5 ? ", beta=0.5" : ", beta=0";
+      }
       b.c.tol_scale = 10;
       cases.push_back(b.done());
     }
@@ -1299,7 +1308,8 @@ const std::map<std::string, FamilyInfo>& families() {
     for (const char* op : {"mm", "addmm", "bmm", "baddbmm"}) t[op] = {matmul, &kFloats};
     for (const char* op : {"_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data"})
       t[op] = {softmax, &kFloats};
-    for (const char* op : {"mse_loss", "mse_loss_backward"}) t[op] = {mse, &kFloats};
+    for (const char* op : {"mse_loss", "mse_loss_backward", "smooth_l1_loss", "smooth_l1_loss_backward"})
+      t[op] = {mse, &kFloats};
     for (const char* op : {"nll_loss_forward", "nll_loss_backward"}) t[op] = {nll, &kFloats};
     for (const char* op : {"native_layer_norm", "native_layer_norm_backward"}) t[op] = {layer_norm, &kFloats};
     for (const char* op : {"native_batch_norm", "native_batch_norm_backward"}) t[op] = {batch_norm, &kFloats};

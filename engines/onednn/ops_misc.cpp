@@ -57,6 +57,15 @@ bool within_trig_range(const float* x, int64_t n) {
   return outside == 0;
 }
 
+// min(max(x + 3, 0), 6) as selects, which keep a NaN (no comparison holds):
+// hardswish's and hardsigmoid's common part.
+template <class C>
+inline C relu6_of_x_plus_3(C x) {
+  C t = x + C(3);
+  t = t < C(0) ? C(0) : t;
+  return t > C(6) ? C(6) : t;
+}
+
 // sin/cos. Dense float32 through vmath::trig (vectorised, within 1.6 ulp); a
 // range with elements past vmath::kTrigMax (or infinities, NaN) block by block,
 // those elements redone with libm; other dtypes and layouts in the libm loop.
@@ -104,23 +113,11 @@ sdk::Kernel math_unary(const char* name) {
   // in ATen's order of operations; the selects keep a NaN (no comparison holds).
   if (n == "hardswish")
     return [](const sdk::Call& c) {
-      unary_loop<float, sdk::bfloat16, double>(c, [](auto x) {
-        using C = decltype(x);
-        C t = x + C(3);
-        t = t < C(0) ? C(0) : t;
-        t = t > C(6) ? C(6) : t;
-        return x * t / C(6);
-      });
+      unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return x * relu6_of_x_plus_3(x) / decltype(x)(6); });
     };
   if (n == "hardsigmoid")
     return [](const sdk::Call& c) {
-      unary_loop<float, sdk::bfloat16, double>(c, [](auto x) {
-        using C = decltype(x);
-        C t = x + C(3);
-        t = t < C(0) ? C(0) : t;
-        t = t > C(6) ? C(6) : t;
-        return t / C(6);
-      });
+      unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return relu6_of_x_plus_3(x) / decltype(x)(6); });
     };
   sdk::fail(OPENREG_STATUS_INTERNAL, "onednn math_unary: unknown op " + n);
 }
@@ -145,17 +142,30 @@ void pow_scalar(const sdk::Call& call) {
   });
 }
 
-// grad_input = grad * s * (1 + x * (1 - s)), s = sigmoid(x).
-void silu_backward(const sdk::Call& call) {
+namespace {
+
+// grad_input = f(grad, self) for float, bfloat16 (in float) and double: `make`
+// gets a value of the compute type and returns f for it.
+template <class Make>
+void activation_grad(const sdk::Call& call, Make make) {
   const sdk::Tensor out = call.output(0), g = call.tensor(0), x = call.tensor(1);
   require_dtype(call, out.dtype(), {g, x});
-  sdk::dispatch<float, sdk::bfloat16, double>(out.dtype(), "silu_backward", [&](auto tag) {
+  sdk::dispatch<float, sdk::bfloat16, double>(out.dtype(), call.op_name().data(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using C = compute_t<T>;
-    map2<T>(out, g, x, [](C dy, C v) {
+    map2<T>(out, g, x, make(compute_t<T>{}));
+  });
+}
+
+}  // namespace
+
+// grad_input = grad * s * (1 + x * (1 - s)), s = sigmoid(x).
+void silu_backward(const sdk::Call& call) {
+  activation_grad(call, [](auto zero) {
+    using C = decltype(zero);
+    return [](C dy, C v) {
       const C s = sigmoid_c(v);
       return dy * s * (C(1) + v * (C(1) - s));
-    });
+    };
   });
 }
 
@@ -165,16 +175,13 @@ void silu_backward(const sdk::Call& call) {
 // self > 0, else grad * slope. A negative slope on the result is an error ATen
 // raises: declined, so that the reference engine raises it.
 void leaky_relu_backward(const sdk::Call& call) {
-  const sdk::Tensor out = call.output(0), g = call.tensor(0), x = call.tensor(1);
-  require_dtype(call, out.dtype(), {g, x});
   const double slope = call.scalar(2);
   OPENREG_SDK_REQUIRE(!(call.bool_arg(3) && slope < 0), call.op_name(),
                       ": a negative slope with self_is_result (an error: left to aten_ref, which raises it)");
-  sdk::dispatch<float, sdk::bfloat16, double>(out.dtype(), "leaky_relu_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using C = compute_t<T>;
+  activation_grad(call, [slope](auto zero) {
+    using C = decltype(zero);
     const C k = static_cast<C>(slope);
-    map2<T>(out, g, x, [k](C dy, C v) { return v > C(0) ? dy : dy * k; });
+    return [k](C dy, C v) { return v > C(0) ? dy : dy * k; };
   });
 }
 
@@ -182,26 +189,20 @@ void leaky_relu_backward(const sdk::Call& call) {
 // max_val, else 0. A NaN self gets 0, as in ATen's vectorised loop (its scalar
 // loop, which does a row's last elements, gives grad).
 void hardtanh_backward(const sdk::Call& call) {
-  const sdk::Tensor out = call.output(0), g = call.tensor(0), x = call.tensor(1);
-  require_dtype(call, out.dtype(), {g, x});
   const double lo = call.scalar(2), hi = call.scalar(3);
-  sdk::dispatch<float, sdk::bfloat16, double>(out.dtype(), "hardtanh_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using C = compute_t<T>;
+  activation_grad(call, [lo, hi](auto zero) {
+    using C = decltype(zero);
     const C l = static_cast<C>(lo), h = static_cast<C>(hi);
-    map2<T>(out, g, x, [l, h](C dy, C v) { return v > l && v < h ? dy : C(0); });
+    return [l, h](C dy, C v) { return v > l && v < h ? dy : C(0); };
   });
 }
 
 // hardsigmoid_backward(grad, self): grad * (1/6) where -3 < self < 3, else 0; 1/6
 // is float's for every dtype (ATen's 1.0f / 6.0f, in double too).
 void hardsigmoid_backward(const sdk::Call& call) {
-  const sdk::Tensor out = call.output(0), g = call.tensor(0), x = call.tensor(1);
-  require_dtype(call, out.dtype(), {g, x});
-  sdk::dispatch<float, sdk::bfloat16, double>(out.dtype(), "hardsigmoid_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using C = compute_t<T>;
-    map2<T>(out, g, x, [](C dy, C v) { return v > C(-3) && v < C(3) ? dy * C(1.0f / 6.0f) : C(0); });
+  activation_grad(call, [](auto zero) {
+    using C = decltype(zero);
+    return [](C dy, C v) { return v > C(-3) && v < C(3) ? dy * C(1.0f / 6.0f) : C(0); };
   });
 }
 

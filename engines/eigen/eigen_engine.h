@@ -267,6 +267,10 @@ enum Reduce { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_MAX_DIM, R_MIN_DIM, R_ARGMAX, R_A
 // ops_elementwise.cpp
 void binary(const Call&, Binary kind);
 void unary(const Call&, Unary kind);
+// out = f(a) for contiguous float32 operands of one size through isa().unary_f32
+// (f one of IsaUnary, parameters p0, p1), split over the host's threads; false,
+// writing nothing, when the operands are not such (the caller's loops then run).
+bool isa_unary_f32(const Call& call, const Tensor& out, const Tensor& a, int isa_kind, float p0, float p1);
 void activation_backward(const Call&, ActBackward kind);
 void ternary(const Call&, Ternary kind);
 void fill(const Call&);

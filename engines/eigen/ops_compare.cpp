@@ -75,15 +75,7 @@ void sign(const Call& call) {
   require_dtype(call, out, a, "self");
   // Contiguous float32 on the ISA kernel: the portable loop below did not
   // vectorise (262K floats: 117 us on one AVX2 thread, torch CPU 45-61).
-  if (sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && a.is_contiguous() && out.is_contiguous() &&
-      a.numel() == out.numel()) {
-    const float* x = a.data<float>();
-    float* y = out.data<float>();
-    const auto kernel = isa().unary_f32;
-    call.host().parallel_for(0, out.numel(), sdk::kParallelGrain,
-                             [&](int64_t b, int64_t e) { kernel(ISA_SIGN, x + b, y + b, e - b, 0.0f, 0.0f); });
-    return;
-  }
+  if (isa_unary_f32(call, out, a, ISA_SIGN, 0.0f, 0.0f)) return;
   sdk::dispatch<float, double, sdk::bfloat16, int64_t, int32_t>(out.dtype(), "sign", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = C_t<T>;

@@ -348,6 +348,30 @@ void binary(const Call& call, Binary kind) {
   });
 }
 
+namespace {
+// out and a float32, contiguous, of one size: the per-ISA kernels' operands.
+bool dense_f32_pair(const Tensor& out, const Tensor& a) {
+  return sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && sdk::same_dtype(a.dtype(), sdk::dtypes::float32) &&
+         a.is_contiguous() && out.is_contiguous() && a.numel() == out.numel();
+}
+}  // namespace
+
+bool isa_unary_f32(const Call& call, const Tensor& out, const Tensor& a, int isa_kind, float p0, float p1) {
+  if (!dense_f32_pair(out, a)) return false;
+  const float* x = a.data<float>();
+  float* y = out.data<float>();
+  // A quarter of the memory-bound grain for the transcendental ones: they cost
+  // tens of cycles per element.
+  const bool cheap = isa_kind == ISA_LEAKY_RELU || isa_kind == ISA_CLAMP || isa_kind == ISA_RSQRT ||
+                     isa_kind == ISA_FLOOR || isa_kind == ISA_CEIL || isa_kind == ISA_ROUND ||
+                     isa_kind == ISA_RECIPROCAL || isa_kind == ISA_SIGN;
+  const int64_t grain = cheap ? sdk::kParallelGrain : sdk::kParallelGrain / 4;
+  const auto kernel = isa().unary_f32;
+  call.host().parallel_for(0, out.numel(), grain,
+                           [&](int64_t b, int64_t e) { kernel(isa_kind, x + b, y + b, e - b, p0, p1); });
+  return true;
+}
+
 void unary(const Call& call, Unary kind) {
   Tensor out = call.output(0), a = call.tensor(0);
   require_dtype(call, out, a, "self");
@@ -399,29 +423,19 @@ void unary(const Call& call, Unary kind) {
                        : kind == U_LEAKY_RELU   ? ISA_LEAKY_RELU
                        : (kind == U_CLAMP || kind == U_HARDTANH) && !nan_bound ? ISA_CLAMP
                                                                                : -1;
-  if ((isa_kind >= 0 || kind == U_GELU) && sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && a.is_contiguous() &&
-      out.is_contiguous() && a.numel() == out.numel()) {
+  if (kind == U_GELU && dense_f32_pair(out, a)) {
     const float* x = a.data<float>();
     float* y = out.data<float>();
-    // A quarter of the memory-bound grain for the transcendental ones: they cost
-    // tens of cycles per element.
-    const bool cheap = isa_kind == ISA_LEAKY_RELU || isa_kind == ISA_CLAMP || isa_kind == ISA_RSQRT ||
-                       isa_kind == ISA_FLOOR || isa_kind == ISA_CEIL || isa_kind == ISA_ROUND ||
-                       isa_kind == ISA_RECIPROCAL;
-    const int64_t grain = cheap ? sdk::kParallelGrain : sdk::kParallelGrain / 4;
-    if (kind == U_GELU) {
-      const auto kernel = isa().gelu_f32;
-      call.host().parallel_for(0, out.numel(), grain,
-                               [&](int64_t b, int64_t e) { kernel(x + b, y + b, e - b, p.tanh_approx); });
-    } else {
-      const auto kernel = isa().unary_f32;
-      constexpr float kInf = std::numeric_limits<float>::infinity();
-      const float p0 = isa_kind == ISA_CLAMP ? (p.has_min ? static_cast<float>(p.p0) : -kInf) : static_cast<float>(p.p0);
-      const float p1 = p.has_max ? static_cast<float>(p.p1) : kInf;
-      call.host().parallel_for(0, out.numel(), grain,
-                               [&](int64_t b, int64_t e) { kernel(isa_kind, x + b, y + b, e - b, p0, p1); });
-    }
+    const auto kernel = isa().gelu_f32;
+    call.host().parallel_for(0, out.numel(), sdk::kParallelGrain / 4,
+                             [&](int64_t b, int64_t e) { kernel(x + b, y + b, e - b, p.tanh_approx); });
     return;
+  }
+  if (isa_kind >= 0) {
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    const float p0 = isa_kind == ISA_CLAMP ? (p.has_min ? static_cast<float>(p.p0) : -kInf) : static_cast<float>(p.p0);
+    const float p1 = p.has_max ? static_cast<float>(p.p1) : kInf;
+    if (isa_unary_f32(call, out, a, isa_kind, p0, p1)) return;
   }
   if (kind == U_NEG || kind == U_ABS || kind == U_RELU) {
     sdk::dispatch<float, double, sdk::bfloat16, int64_t, int32_t>(out.dtype(), "unary", [&](auto tag) {

@@ -314,7 +314,8 @@ class Runner:
         """(result, arguments, out= tensors) of ``case`` on torch CPU; raises what CPU raises."""
         cpu = _Materialized(case, "cpu")
         cpu_outs = self._outs(overload, case, "cpu", dtype, strided_out_like)
-        return self._call(overload, cpu, cpu_outs), cpu, cpu_outs
+        with torch.backends.mkldnn.flags(enabled=not case.aten_reference):
+            return self._call(overload, cpu, cpu_outs), cpu, cpu_outs
 
     def run_case(self, overload, case, dtype, accumulates, strided_out_like=None):
         """Runs ``case`` on CPU then on the device; returns (Outcome, CPU outs)."""

@@ -54,15 +54,19 @@ class Case:
     case dtype (indices). ``loose`` lists outputs whose dtype and shape torch's own
     kernels disagree on (the Meta kernel, which sizes device outputs, says float32
     saved statistics for bfloat16 and sizes them in eval mode; the CPU kernel does
-    not): their values are compared when the shapes agree, in the coarser dtype."""
+    not): their values are compared when the shapes agree, in the coarser dtype.
+    ``aten_reference=True`` computes the expected values with torch's bundled
+    oneDNN switched off (``torch.backends.mkldnn``), on ATen's own kernel: for
+    inputs where that oneDNN's answer depends on the CPU it runs on."""
 
-    def __init__(self, name, *args, inplace_ok=True, out_dtypes=None, loose=(), **kwargs):
+    def __init__(self, name, *args, inplace_ok=True, out_dtypes=None, loose=(), aten_reference=False, **kwargs):
         self.name = name
         self.args = args
         self.kwargs = kwargs
         self.inplace_ok = inplace_ok
         self.out_dtypes = out_dtypes
         self.loose = loose  # outputs whose dtype and shape PyTorch leaves open (saved statistics)
+        self.aten_reference = aten_reference
 
 
 def _root(op):

@@ -19,6 +19,13 @@ namespace {
 // (256 channels; 2-thread runs noisy), so it keeps the GEMM to 2x2 outputs,
 // where it took 0.6 / 0.4 of jit:avx2's time (512 channels).
 constexpr int64_t kGemmConvMaxPixels = 16;
+// With AVX-512 oneDNN's direct kernel (jit:avx512_core) holds on to 4x4 outputs but
+// not at 2x2. In one process per build, alternating, on an AVX-512 Xeon (2026-11-30),
+// the GEMM's time over the direct kernel's at 1 / 2 threads: 2x2 outputs, forward
+// 0.73 / 0.53-0.79 (512 channels), 0.42-0.49 / 0.82 (256 -> 512, stride 2); their
+// backward 0.52-0.60 / 0.66-0.78 and 0.40-0.43 / 0.58-0.79; 4x4 outputs (256
+// channels) forward 0.82-1.32 / 1.36-2.2, so those stay on the direct kernel.
+constexpr int64_t kGemmConvMaxPixelsAvx512 = 4;
 constexpr int64_t kGemmConv1x1MaxPixels = 4;
 constexpr int64_t kGemmConvBackwardMaxPixels = 4;
 // The window columns are laid out one element at a time (a few ns each), and the
@@ -32,12 +39,15 @@ constexpr int64_t kGemmConvMinOutputChannels = 128;
 
 bool conv_gemm_fits(const sdk::Tensor& x, const sdk::Tensor& w, const sdk::Tensor& y, int64_t groups, bool backward,
                     const sdk::Tensor* grad_weight) {
-  if (cpu_caps().avx512_core || groups != 1 || x.dim() != 4 || !is_f32(y.dtype()) || !is_f32(x.dtype()) ||
+  if (groups != 1 || x.dim() != 4 || !is_f32(y.dtype()) || !is_f32(x.dtype()) ||
       !is_f32(w.dtype()) || !w.is_contiguous() || w.size(0) < kGemmConvMinOutputChannels ||
       (grad_weight && !grad_weight->is_contiguous()))
     return false;
   const bool one_by_one = w.size(2) == 1 && w.size(3) == 1;
-  const int64_t most = backward ? kGemmConvBackwardMaxPixels : one_by_one ? kGemmConv1x1MaxPixels : kGemmConvMaxPixels;
+  const int64_t most = backward     ? kGemmConvBackwardMaxPixels
+                       : one_by_one ? kGemmConv1x1MaxPixels
+                       : cpu_caps().avx512_core ? kGemmConvMaxPixelsAvx512
+                                                : kGemmConvMaxPixels;
   return y.size(2) * y.size(3) <= most;
 }
 

@@ -369,7 +369,8 @@ _CONVOLUTIONS = (
     ("3x3 stride 3, last rows skipped", (2, 3, 13, 14), (4, 3, 3, 3), True, [3, 3], [0, 0], [1, 1], False, [0, 0], 1, "contiguous"),
     ("transposed, output_padding beyond padding", (2, 3, 5, 6), (3, 5, 3, 3), True, [2, 2], [0, 0], [1, 1], True, [1, 1], 1, "contiguous"),
     ("zero batch", (0, 3, 11, 13), (5, 3, 3, 3), True, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, "contiguous"),
-    # Small output images with 128 output channels: onednn's GEMM path below AVX-512.
+    # Small output images with 128 output channels: onednn's GEMM path (up to 4x4 outputs below
+    # AVX-512, up to 2x2 with it).
     ("2x2 output, 128 channels", (4, 32, 2, 2), (128, 32, 3, 3), True, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, "contiguous"),
     ("4x4 output, 128 channels, channels-last input", (2, 8, 4, 4), (128, 8, 3, 3), True, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, "channels_last"),
     ("1x3 output, stride 2, dilation 2, no bias", (3, 16, 3, 7), (128, 16, 3, 3), False, [2, 2], [1, 1], [2, 2], False, [0, 0], 1, "contiguous"),

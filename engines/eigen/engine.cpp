@@ -226,6 +226,9 @@ sdk::EngineDef build() {
       e.op(n, all_dtypes, sdk::ops::any);
     // gather and x[idx, ...] (sdk/indexing.hpp): token-type ids and padding masks.
     for (const char* n : {"aten::gather", "aten::gather.out"}) e.op(n, all_dtypes, sdk::ops::gather);
+    // flip and roll (sdk/tensor_ops.hpp): copies along reversed or rotated dims.
+    e.op("aten::flip", all_dtypes, sdk::ops::flip);
+    e.op("aten::roll", all_dtypes, sdk::ops::roll);
     for (const char* n : {"aten::index.Tensor", "aten::index.Tensor_out"}) e.op(n, all_dtypes, sdk::ops::index);
     e.op("aten::arange.start_out", {f32, f64, bf16, sdk::dtypes::float16, sdk::dtypes::int64, sdk::dtypes::int32},
          sdk::ops::arange);  // routed by out's dtype, its only tensor

@@ -204,6 +204,9 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
         shared(n, sdk::ops::any);
       // gather and x[idx, ...] (sdk/indexing.hpp): token-type ids and padding masks.
       for (const char* n : {"aten::gather", "aten::gather.out"}) shared(n, sdk::ops::gather);
+      // flip and roll (sdk/tensor_ops.hpp): copies along reversed or rotated dims.
+      shared("aten::flip", sdk::ops::flip);
+      shared("aten::roll", sdk::ops::roll);
       for (const char* n : {"aten::index.Tensor", "aten::index.Tensor_out"}) shared(n, sdk::ops::index);
       e.op("aten::arange.start_out", {f32, f64, bf16, sdk::dtypes::float16, i64, sdk::dtypes::int32},
            oe::guarded(sdk::ops::arange));  // routed by out's dtype, its only tensor

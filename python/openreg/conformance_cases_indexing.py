@@ -1,6 +1,6 @@
 """Case families of ``python -m openreg conformance`` for ops that move elements
 without arithmetic: index_select (what embedding becomes), gather, index
-(x[idx, ...]), cat, where. See
+(x[idx, ...]), cat, where, flip, roll. See
 :mod:`openreg.conformance_cases`."""
 
 import torch
@@ -114,4 +114,43 @@ def _where_cases(ctx):
         Case("zero-size 0x7", cond(0, 7), v(0, 7), v(0, 7), out_dtypes=f32),
         Case("0-dim", cond(), v(), v(), out_dtypes=f32),
         Case("300x257 (parallel path)", cond(300, 257), v(300, 257), v(300, 257), out_dtypes=f32),
+    ]
+
+
+@register("flip")
+def _flip_cases(ctx):
+    """(self, dims): one dim, several, negative, every dim of a transposed and a
+    sliced self, a 0-dim and a zero-size self, no dims, the parallel path."""
+    return [
+        Case("5x7x11 dims=[0]", ctx.t(5, 7, 11), [0]),
+        Case("5x7x11 dims=[-1]", ctx.t(5, 7, 11), [-1]),
+        Case("5x7x11 dims=[0, 2]", ctx.t(5, 7, 11), [0, 2]),
+        Case("transposed 7x11 dims=[0, 1]", ctx.t(7, 11, layout="transposed"), [0, 1]),
+        Case("sliced 7x11 dims=[1]", ctx.t(7, 11, layout="sliced"), [1]),
+        Case("no dims", ctx.t(5, 7), []),
+        Case("0-dim", ctx.t(), [0]),
+        Case("zero-size 0x7 dims=[1]", ctx.t(0, 7), [1]),
+        Case("300x257 dims=[1] (parallel path)", ctx.t(300, 257), [1]),
+    ]
+
+
+@register("roll")
+def _roll_cases(ctx):
+    """(self, shifts, dims): positive, negative and beyond-size shifts, several dims,
+    a dim listed twice, no dims (the flat order), a transposed self, a 0-dim and a
+    zero-size self, the parallel path (Swin's shifted windows roll [B, H, W, C] by
+    -3 along H and W)."""
+    return [
+        Case("5x7x11 shift 2 dim 1", ctx.t(5, 7, 11), [2], [1]),
+        Case("5x7x11 shift -3 dim -1", ctx.t(5, 7, 11), [-3], [-1]),
+        Case("5x7x11 shift 23 dim 2 (beyond the size)", ctx.t(5, 7, 11), [23], [2]),
+        Case("5x7x11 shifts (1, -2) dims (0, 2)", ctx.t(5, 7, 11), [1, -2], [0, 2]),
+        Case("5x7 shifts (1, 2) dims (1, 1)", ctx.t(5, 7), [1, 2], [1, 1]),
+        Case("5x7 shift 3, no dims", ctx.t(5, 7), [3], []),
+        Case("transposed 7x11 shift 4, no dims", ctx.t(7, 11, layout="transposed"), [4], []),
+        Case("transposed 7x11 shifts (2, 5) dims (0, 1)", ctx.t(7, 11, layout="transposed"), [2, 5], [0, 1]),
+        Case("shift 0", ctx.t(5, 7), [0], [0]),
+        Case("0-dim", ctx.t(), [1], [0]),
+        Case("zero-size 0x7 shift 2 dim 1", ctx.t(0, 7), [2], [1]),
+        Case("2x16x16x64 shifts (-3, -3) dims (1, 2) (parallel path)", ctx.t(2, 16, 16, 64), [-3, -3], [1, 2]),
     ]

@@ -881,6 +881,50 @@ std::vector<Case> gather(const Name& n, openreg_dtype d) {
   return variant(n, "aten::gather", cases);
 }
 
+// flip(self, dims): one dim, several, negative, a transposed and a gapped self,
+// no dims, a 0-dim and a zero-size self, the parallel path.
+std::vector<Case> flip(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  auto add = [&](std::string label, TensorSpec self, std::vector<int64_t> dims) {
+    Builder b(std::move(label));
+    b.tensor(std::move(self)).arg(Arg::int_list(std::move(dims)));
+    cases.push_back(b.done());
+  };
+  add("5x7x11 dims=[0]", T(d, {5, 7, 11}), {0});
+  add("5x7x11 dims=[-1]", T(d, {5, 7, 11}), {-1});
+  add("5x7x11 dims=[0, 2]", T(d, {5, 7, 11}), {0, 2});
+  add("transposed 7x11 dims=[0, 1]", T(d, {7, 11}, Layout::Transposed), {0, 1});
+  add("gapped 7x11 dims=[1]", T(d, {7, 11}, Layout::Gapped), {1});
+  add("no dims", T(d, {5, 7}), {});
+  add("0-dim", T(d, {}), {0});
+  add("zero-size 0x7 dims=[1]", T(d, {0, 7}), {1});
+  add("300x257 dims=[1] (parallel path)", T(d, {300, 257}), {1});
+  return variant(n, "aten::flip", cases);
+}
+
+// roll(self, shifts, dims): positive, negative and beyond-size shifts, several dims,
+// a dim listed twice, no dims (the flat order), a transposed self, a 0-dim and a
+// zero-size self, Swin's shifted windows on the parallel path.
+std::vector<Case> roll(const Name& n, openreg_dtype d) {
+  std::vector<Case> cases;
+  auto add = [&](std::string label, TensorSpec self, std::vector<int64_t> shifts, std::vector<int64_t> dims) {
+    Builder b(std::move(label));
+    b.tensor(std::move(self)).arg(Arg::int_list(std::move(shifts))).arg(Arg::int_list(std::move(dims)));
+    cases.push_back(b.done());
+  };
+  add("5x7x11 shift 2 dim 1", T(d, {5, 7, 11}), {2}, {1});
+  add("5x7x11 shift -3 dim -1", T(d, {5, 7, 11}), {-3}, {-1});
+  add("5x7x11 shift 23 dim 2 (beyond the size)", T(d, {5, 7, 11}), {23}, {2});
+  add("5x7x11 shifts (1, -2) dims (0, 2)", T(d, {5, 7, 11}), {1, -2}, {0, 2});
+  add("5x7 shifts (1, 2) dims (1, 1)", T(d, {5, 7}), {1, 2}, {1, 1});
+  add("5x7 shift 3, no dims", T(d, {5, 7}), {3}, {});
+  add("transposed 7x11 shifts (2, 5) dims (0, 1)", T(d, {7, 11}, Layout::Transposed), {2, 5}, {0, 1});
+  add("shift 0", T(d, {5, 7}), {0}, {0});
+  add("zero-size 0x7 shift 2 dim 1", T(d, {0, 7}), {2}, {1});
+  add("2x16x16x64 shifts (-3, -3) dims (1, 2) (parallel path)", T(d, {2, 16, 16, 64}), {-3, -3}, {1, 2});
+  return variant(n, "aten::roll", cases);
+}
+
 // index.Tensor(self, indices): one index, several broadcast at adjacent dims,
 // non-adjacent dims (the broadcast shape goes first), int32, transposed self,
 // a 0-dim and an empty index, BERT's padding-mask lookup, the parallel path.
@@ -1324,6 +1368,8 @@ const std::map<std::string, FamilyInfo>& families() {
     for (const char* op : {"_fused_adam", "_fused_adamw", "_fused_sgd"}) t[op] = {fused_optim, &kFloats};
     t["index_select"] = {index_select, &kAll};
     t["gather"] = {gather, &kAll};
+    t["flip"] = {flip, &kAll};
+    t["roll"] = {roll, &kAll};
     t["index"] = {index, &kAll};
     t["cat"] = {cat, &kAll};
     t["where"] = {where, &kBool};

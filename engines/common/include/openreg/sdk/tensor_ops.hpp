@@ -2,7 +2,7 @@
 // whole sdk::Call (register them directly: e.op("aten::tril", dtypes, sdk::ops::tril)).
 // They move or test elements without a library behind them: fill_ of any dtype,
 // tril/triu, isneginf/isposinf, all/any, arange, embedding_dense_backward,
-// bitwise and/or/xor, comparisons and a strided cat. Every check that can decline runs before the first write; calls
+// bitwise and/or/xor, comparisons, a strided cat, flip and roll. Every check that can decline runs before the first write; calls
 // PyTorch rejects (bad dims, indices out of range) are declined, so the reference
 // raises PyTorch's own error.
 #pragma once
@@ -17,6 +17,7 @@
 #include <limits>
 #include <optional>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace openreg {
@@ -47,7 +48,7 @@ inline int64_t wrap_dim(const Call& call, int64_t dim, int64_t ndim) {
 }
 
 // A strided copy dst <- src of elements of type U over `shape`: memcpy per row
-// where both rows are dense.
+// where both rows are dense, a reversing loop where src's row runs backwards.
 template <class U>
 void copy_strided(const Host& host, const Shape& shape, const Operand& dst, const Operand& src) {
   constexpr int64_t es = sizeof(U);
@@ -55,6 +56,12 @@ void copy_strided(const Host& host, const Shape& shape, const Operand& dst, cons
                [](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
                  if (s[0] == es && s[1] == es) {
                    std::memcpy(p[0], p[1], static_cast<size_t>(n * es));
+                   return;
+                 }
+                 if (s[0] == es && s[1] == -es) {  // a reversed row (flip's last dim): a loop that vectorises
+                   U* d = reinterpret_cast<U*>(p[0]);
+                   const U* from = reinterpret_cast<const U*>(p[1]) - (n - 1);
+                   for (int64_t i = 0; i < n; ++i) d[i] = from[n - 1 - i];
                    return;
                  }
                  for (int64_t i = 0; i < n; ++i)
@@ -554,6 +561,130 @@ inline void cat(const Call& call) {
       for (int64_t d = 0; d < nd; ++d) dst.byte_strides.push_back(out.stride(d) * es);
       copy_strided<U>(call.host(), shape, dst, operand(t, shape));
       at += t.size(dim);
+    }
+  });
+}
+
+namespace detail {
+
+// The bytes [first, last) a tensor's elements span (numel() > 0).
+inline std::pair<const char*, const char*> byte_span(const Tensor& t) {
+  int64_t lo = 0, hi = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t reach = (t.size(d) - 1) * t.stride(d) * t.element_size();
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return {t.bytes() + lo, t.bytes() + hi + t.element_size()};
+}
+
+// out and self of one dtype and shape, out sharing no memory with self (these
+// kernels read self while they write out); else declined or an internal error.
+inline void require_copy_operands(const Call& call, const Tensor& self, const Tensor& out) {
+  OPENREG_SDK_REQUIRE(same_dtype(out.dtype(), self.dtype()), call.op_name(), ": output of dtype ",
+                      dtype_name(out.dtype()), ", self ", dtype_name(self.dtype()));
+  OPENREG_SDK_CHECK(same_shape(out, self), call.op_name(), ": output ", out.describe(), " is not self's shape ",
+                    self.describe());
+  if (out.numel() == 0) return;
+  const auto a = byte_span(self), b = byte_span(out);
+  OPENREG_SDK_REQUIRE(b.second <= a.first || a.second <= b.first, call.op_name(),
+                      ": the output overlaps self (left to the reference)");
+}
+
+}  // namespace detail
+
+// flip(self, dims) and flip.out: out[i] = self[i with index j along each listed dim
+// read as size - 1 - j]. A copy from self seen backwards along those dims (negative
+// strides). A dim listed twice or out of range is declined (the reference raises).
+inline void flip(const Call& call) {
+  const Tensor self = call.tensor(0), out = call.output(0);
+  detail::require_copy_operands(call, self, out);
+  if (out.numel() == 0) return;
+  const int64_t nd = self.dim(), es = self.element_size();
+  const Shape shape = shape_of(self);
+  Operand from = operand(self, shape);
+  std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(nd, 1)), false);
+  for (int64_t v : call.int_list(1)) {
+    const int64_t d = wrap_dim(call, v, nd);
+    OPENREG_SDK_REQUIRE(!seen[static_cast<size_t>(d)], call.op_name(), ": dim ", d,
+                        " listed twice (left to the reference, which raises the error)");
+    seen[static_cast<size_t>(d)] = true;
+    if (nd == 0) continue;
+    from.base += (self.size(d) - 1) * self.stride(d) * es;
+    from.byte_strides[static_cast<size_t>(d)] = -from.byte_strides[static_cast<size_t>(d)];
+  }
+  dispatch_size(call, es, [&](auto zero) {
+    copy_strided<decltype(zero)>(call.host(), shape, operand(out, shape), from);
+  });
+}
+
+// roll(self, shifts, dims) and roll.out: out's index j along each listed dim takes
+// self's (j - shift) mod size; with no dims, self's elements in row-major order
+// move by shifts[0] (then shape and strides of out are self's). Each rolled dim
+// splits into two ranges, so the call is 2^k block copies for k dims.
+inline void roll(const Call& call) {
+  const Tensor self = call.tensor(0), out = call.output(0);
+  detail::require_copy_operands(call, self, out);
+  const Span<int64_t> shifts = call.int_list(1), dims = call.int_list(2);
+  const int64_t nd = self.dim(), es = self.element_size();
+  if (dims.size() == 0) {
+    OPENREG_SDK_REQUIRE(shifts.size() == 1, call.op_name(), ": ", shifts.size(),
+                        " shifts and no dims (left to the reference, which raises the error)");
+  } else {
+    OPENREG_SDK_REQUIRE(shifts.size() == dims.size(), call.op_name(), ": ", shifts.size(), " shifts for ",
+                        dims.size(), " dims (left to the reference, which raises the error)");
+  }
+  if (out.numel() == 0) return;
+  if (nd == 0) {  // one element: nothing moves
+    dispatch_size(call, es, [&](auto zero) {
+      copy_strided<decltype(zero)>(call.host(), Shape{}, Operand{out.bytes(), {}}, Operand{self.bytes(), {}});
+    });
+    return;
+  }
+  // The rolled view: (sizes, self's byte strides, out's byte strides) per dim.
+  Shape sizes, from, to;
+  std::vector<int64_t> shift;  // per dim of `sizes`, in [0, size)
+  if (dims.size() == 0) {
+    // Row-major order is the flat order: only a dense self and out can be read as 1-d.
+    OPENREG_SDK_REQUIRE(self.is_contiguous() && out.is_contiguous(), call.op_name(),
+                        ": a roll without dims of a non-contiguous tensor (left to the reference)");
+    sizes = {self.numel()};
+    from = {es};
+    to = {es};
+    shift.assign(1, 0);
+    shift[0] = ((shifts[0] % self.numel()) + self.numel()) % self.numel();
+  } else {
+    sizes = shape_of(self);
+    from = operand(self, sizes).byte_strides;
+    to = operand(out, sizes).byte_strides;
+    shift.assign(static_cast<size_t>(nd), 0);
+    for (int64_t i = 0; i < dims.size(); ++i) {
+      const int64_t d = wrap_dim(call, dims[i], nd);
+      const int64_t n = self.size(d);
+      shift[static_cast<size_t>(d)] = ((shift[static_cast<size_t>(d)] + shifts[i]) % n + n) % n;
+    }
+  }
+  std::vector<int64_t> rolled;  // dims with a shift
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (shift[d] != 0) rolled.push_back(static_cast<int64_t>(d));
+  dispatch_size(call, es, [&](auto zero) {
+    using U = decltype(zero);
+    // Block `mask`: along rolled dim r, bit 0 is out's [s, n) from self's [0, n - s),
+    // bit 1 out's [0, s) from self's [n - s, n).
+    for (uint64_t mask = 0; mask < (uint64_t{1} << rolled.size()); ++mask) {
+      Shape block = sizes;
+      Operand dst{out.bytes(), to}, src{self.bytes(), from};
+      for (size_t k = 0; k < rolled.size(); ++k) {
+        const size_t d = static_cast<size_t>(rolled[k]);
+        const int64_t n = sizes[d], s = shift[d];
+        if ((mask >> k) & 1) {
+          block[d] = s;
+          src.base += (n - s) * from[d];
+        } else {
+          block[d] = n - s;
+          dst.base += s * to[d];
+        }
+      }
+      copy_strided<U>(call.host(), block, dst, src);
     }
   });
 }

@@ -592,7 +592,7 @@ inline void require_copy_operands(const Call& call, const Tensor& self, const Te
 
 }  // namespace detail
 
-// flip(self, dims) and flip.out: out[i] = self[i with index j along each listed dim
+// flip(self, dims): out[i] = self[i with index j along each listed dim
 // read as size - 1 - j]. A copy from self seen backwards along those dims (negative
 // strides). A dim listed twice or out of range is declined (the reference raises).
 inline void flip(const Call& call) {
@@ -617,10 +617,11 @@ inline void flip(const Call& call) {
   });
 }
 
-// roll(self, shifts, dims) and roll.out: out's index j along each listed dim takes
+// roll(self, shifts, dims): out's index j along each listed dim takes
 // self's (j - shift) mod size; with no dims, self's elements in row-major order
 // move by shifts[0] (then shape and strides of out are self's). Each rolled dim
-// splits into two ranges, so the call is 2^k block copies for k dims.
+// splits into two ranges, so the call is 2^k block copies for k dims. (flip.out and
+// roll.out never reach an engine as themselves: torch runs them as these and a copy.)
 inline void roll(const Call& call) {
   const Tensor self = call.tensor(0), out = call.output(0);
   detail::require_copy_operands(call, self, out);

@@ -13,6 +13,7 @@ namespace ee = eigen_engine;
 
 namespace eigen_engine {
 void register_optim_ops(sdk::EngineDef& e);  // ops_optim.cpp
+void register_group_norm_ops(sdk::EngineDef& e);  // ops_norm.cpp
 }
 
 namespace {
@@ -191,6 +192,7 @@ sdk::EngineDef build() {
   e.op("aten::native_layer_norm_backward", fl, ee::layer_norm_backward);
   e.op("aten::native_batch_norm", fl, ee::batch_norm);
   e.op("aten::native_batch_norm_backward", fl, ee::batch_norm_backward);
+  ee::register_group_norm_ops(e);  // the SDK's group norm, float32 and float64
 
   // ---- indexing and joining (ops_index.cpp): copies of bits, so every dtype
   // (where.self is routed by its condition's dtype, bool).

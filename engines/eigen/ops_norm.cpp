@@ -1,7 +1,10 @@
 // native_layer_norm and native_batch_norm, forward and backward, float32 and
 // float64. Strided inputs are packed to contiguous scratch; rows (layer norm)
 // or channels (batch norm) are spread over the host's threads; per-row work is
-// Eigen array arithmetic. Statistics accumulate in double.
+// Eigen array arithmetic. Statistics accumulate in double. native_group_norm
+// (+_backward) is the SDK's (openreg/sdk/group_norm.hpp), registered at the end.
+#include <openreg/sdk/group_norm.hpp>
+
 #include <algorithm>
 #include <cmath>
 
@@ -411,5 +414,9 @@ void batch_norm_backward(const Call& call) {
     batch_norm_backward_t<T>(call);
   });
 }
+
+// native_group_norm(+_backward): the SDK's loops (openreg/sdk/group_norm.hpp), built
+// for the engine's ISA.
+void register_group_norm_ops(sdk::EngineDef& e) { sdk::group_norm::register_ops(e, sdk_vector_isa()); }
 
 }  // namespace eigen_engine

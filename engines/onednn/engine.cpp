@@ -14,6 +14,7 @@
 namespace onednn_engine {
 
 void register_optim_ops(openreg::sdk::EngineDef& e);  // ops_optim.cpp
+void register_group_norm_ops(openreg::sdk::EngineDef& e);  // ops_norm.cpp
 void register_attention_ops(openreg::sdk::EngineDef& e, const std::function<sdk::Kernel(sdk::Kernel)>& guard);  // ops_attention.cpp
 
 namespace {
@@ -181,6 +182,7 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
     op_prim("aten::native_batch_norm_backward", oe::batch_norm_backward);
     op_prim("aten::native_layer_norm", oe::layer_norm);
     op_prim("aten::native_layer_norm_backward", oe::layer_norm_backward);
+    oe::register_group_norm_ops(e);  // the SDK's group norm, float32 and float64 on any CPU
     // pooling
     op("aten::max_pool2d_with_indices", oe::max_pool2d_with_indices);
     op("aten::max_pool2d_with_indices_backward", oe::max_pool2d_with_indices_backward);

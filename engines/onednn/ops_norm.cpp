@@ -4,6 +4,10 @@
 // are done here: save_invstd = 1/sqrt(var + eps), running statistics updated
 // with momentum and the unbiased variance. The backward primitives get
 // var = 1/invstd^2 with eps = 0, so they use exactly the saved invstd/rstd.
+// native_group_norm(+_backward): the SDK's loops (openreg/sdk/group_norm.hpp;
+// oneDNN 2.6 has no group normalization primitive).
+#include <openreg/sdk/group_norm.hpp>
+
 #include <cmath>
 
 #include "ops.h"
@@ -610,5 +614,7 @@ void layer_norm_backward(const sdk::Call& call) {
   if (affine && gw.defined() && gw.numel() == s.N) from_float_vec(dscale, gw);
   if (affine && gb.defined() && gb.numel() == s.N) from_float_vec(dshift, gb);
 }
+
+void register_group_norm_ops(sdk::EngineDef& e) { sdk::group_norm::register_ops(e, vector_isa()); }
 
 }  // namespace onednn_engine

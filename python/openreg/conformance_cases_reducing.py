@@ -352,6 +352,63 @@ def _layer_norm_backward_cases(ctx):
     ]
 
 
+
+def _group_dims(shape):
+    """(N, C, HxW) of an input seen as group norm sees it."""
+    hxw = 1
+    for s in shape[2:]:
+        hxw *= s
+    return shape[0], shape[1], hxw
+
+
+# (name, input shape, groups, affine, input layout)
+_GROUP_NORMS = (
+    ("2x6x5x7 in 3 groups", (2, 6, 5, 7), 3, True, "contiguous"),
+    ("no weight, no bias", (2, 6, 5, 7), 2, False, "contiguous"),
+    ("one group (layer norm over C, H, W)", (3, 4, 5), 1, True, "contiguous"),
+    ("a group per channel (instance norm)", (2, 4, 9), 4, True, "contiguous"),
+    # groups of 4 values: in groups of 2, two near-equal values (rstd 53) made torch CPU's
+    # float32 input gradient 5e-4 off float64's, 28 times the engines' error
+    ("2-d input [N, C]", (5, 12), 3, True, "contiguous"),
+    ("3-d spatial 2x4x3x3x3", (2, 4, 3, 3, 3), 2, True, "contiguous"),
+    # groups of 2 x 37 elements: the lanes' tail; and sums past one flush of the lanes
+    ("odd rows 3x4x37", (3, 4, 37), 2, True, "contiguous"),
+    ("groups of 4096 (8x32x32x32 in 8 groups)", (8, 32, 32, 32), 8, True, "contiguous"),
+    ("channels-last input", (2, 6, 5, 7), 3, True, "channels_last"),
+    ("sliced input with gaps", (2, 6, 9), 3, True, "sliced"),
+    ("zero-size batch", (0, 6, 5), 3, True, "contiguous"),
+)
+
+
+@register("native_group_norm", grad=True, accumulates=True)
+def _group_norm_cases(ctx):
+    """(input, weight, bias, N, C, HxW, group, eps) -> (out, mean, rstd)."""
+    cases = []
+    for name, shape, groups, affine, layout in _GROUP_NORMS:
+        x = ctx.t(*shape, layout=layout)
+        w = ctx.t(shape[1]) if affine else None
+        b = ctx.t(shape[1]) if affine else None
+        cases.append(Case(name, x, w, b, *_group_dims(shape), groups, 1e-5, loose=(1, 2)))
+    x = ctx.of(ctx.values((2, 6, 5, 7)) + 10)
+    cases.append(Case("mean offset 10", x, ctx.t(6), ctx.t(6), 2, 6, 35, 3, 1e-5, loose=(1, 2)))
+    return cases
+
+
+@register("native_group_norm_backward", accumulates=True)
+def _group_norm_backward_cases(ctx):
+    """(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask)."""
+    cases = []
+    masks = {"no weight, no bias": (True, False, False), "a group per channel (instance norm)": (False, True, True)}
+    for name, shape, groups, affine, layout in _GROUP_NORMS:
+        x = ctx.values(shape)
+        w = ctx.values((shape[1],)) if affine else None
+        n, c, hxw = _group_dims(shape)
+        _, mean, rstd = torch.ops.aten.native_group_norm.default(x, w, None, n, c, hxw, groups, 1e-5)
+        mask = list(masks.get(name, (True, affine, affine)))
+        cases.append(Case(name, ctx.t(*shape, layout=layout), ctx.of(x, layout), ctx.of(mean), ctx.of(rstd),
+                          ctx.of(w) if affine else None, n, c, hxw, groups, mask))
+    return cases
+
 # (name, input shape, weight shape, bias, stride, padding, dilation, transposed,
 #  output_padding, groups, input layout)
 _CONVOLUTIONS = (

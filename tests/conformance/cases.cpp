@@ -604,6 +604,48 @@ std::vector<Case> batch_norm(const Name& n, openreg_dtype d) {
   return variant(n, "aten::" + n.root, cases, 3);
 }
 
+// native_group_norm(+_backward): (input, weight?, bias?, N, C, HxW, group, eps) and
+// (grad_out, input, mean, rstd, weight?, N, C, HxW, group, output_mask). The
+// backward's statistics are any values of their shape (rstd positive): the
+// reference computes from the same ones.
+std::vector<Case> group_norm(const Name& n, openreg_dtype d) {
+  const bool backward = n.root == "native_group_norm_backward";
+  struct GS {
+    std::string label;
+    Shape shape;
+    int64_t groups;
+    Layout layout;
+    bool affine;
+    std::vector<int64_t> mask;
+  };
+  const std::vector<GS> shapes{
+      {"2x6x5x7 in 3 groups, affine", {2, 6, 5, 7}, 3, Layout::Contiguous, true, {1, 1, 1}},
+      {"2x6x5x7 in 2 groups, no affine", {2, 6, 5, 7}, 2, Layout::Contiguous, false, {1, 0, 0}},
+      {"5x12 in 3 groups (HxW 1)", {5, 12}, 3, Layout::Contiguous, true, {1, 1, 1}},
+      {"3x4x37 in 2 groups (a lane tail)", {3, 4, 37}, 2, Layout::Contiguous, true, {0, 1, 1}},
+      {"2x4x3x3x3 in 4 groups", {2, 4, 3, 3, 3}, 4, Layout::Contiguous, true, {1, 1, 0}},
+      {"8x32x16x16 in 8 groups (parallel path)", {8, 32, 16, 16}, 8, Layout::Contiguous, true, {1, 1, 1}},
+  };  // no strided inputs: ATen's kernels (the reference) take contiguous ones only
+  std::vector<Case> cases;
+  for (const auto& s : shapes) {
+    const int64_t N = s.shape[0], C = s.shape[1];
+    int64_t hxw = 1;
+    for (size_t i = 2; i < s.shape.size(); ++i) hxw *= s.shape[i];
+    Builder b(s.label);
+    if (backward) b.tensor(T(d, s.shape, s.layout));
+    b.tensor(T(d, s.shape, s.layout));
+    if (backward) b.tensor(T(d, {N, s.groups})).tensor(T(d, {N, s.groups}, Layout::Contiguous, Domain::Positive));
+    b.optional_tensor(s.affine, T(d, {C}));
+    if (!backward) b.optional_tensor(s.affine, T(d, {C}));
+    b.arg(Arg::integer(N)).arg(Arg::integer(C)).arg(Arg::integer(hxw)).arg(Arg::integer(s.groups));
+    if (backward) b.arg(Arg::bool_list(s.mask));
+    else b.arg(Arg::real(1e-5));
+    b.c.tol_scale = 50;
+    cases.push_back(b.done());
+  }
+  return variant(n, "aten::" + n.root, cases, 3);
+}
+
 // ------------------------------------------------ convolution and pooling
 
 struct ConvShape {
@@ -1357,6 +1399,7 @@ const std::map<std::string, FamilyInfo>& families() {
     for (const char* op : {"nll_loss_forward", "nll_loss_backward"}) t[op] = {nll, &kFloats};
     for (const char* op : {"native_layer_norm", "native_layer_norm_backward"}) t[op] = {layer_norm, &kFloats};
     for (const char* op : {"native_batch_norm", "native_batch_norm_backward"}) t[op] = {batch_norm, &kFloats};
+    for (const char* op : {"native_group_norm", "native_group_norm_backward"}) t[op] = {group_norm, &kFloats};
     for (const char* op : {"convolution", "convolution_backward"}) t[op] = {convolution, &kFloats};
     for (const char* op : {"max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d",
                            "avg_pool2d_backward"})

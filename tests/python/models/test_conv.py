@@ -1,5 +1,6 @@
-"""torch.nn Conv1d and ConvTranspose2d with strides, padding, dilation and groups, and a
-CNN run in channels_last (GroupNorm, a depthwise convolution, BatchNorm), each in a small
+"""torch.nn Conv1d and ConvTranspose2d with strides, padding, dilation and groups, a
+CNN run in channels_last (GroupNorm, a depthwise convolution, BatchNorm), and a
+diffusion UNet's residual block (GroupNorm, SiLU, a skip connection), each in a small
 network: training step and bf16 autocast against CPU."""
 
 import pytest
@@ -51,6 +52,28 @@ def channels_last_net():
     return ChannelsLastNet().to(memory_format=torch.channels_last)
 
 
+class ResBlock(nn.Module):
+    """A UNet residual block as diffusion models stack them: GroupNorm in contiguous
+    layout (the engines' own kernel; channels_last above is left to the reference)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Conv2d(3, 16, kernel_size=3, padding=1)
+        self.block = nn.Sequential(
+            nn.GroupNorm(4, 16), nn.SiLU(), nn.Conv2d(16, 16, kernel_size=3, padding=1),
+            nn.GroupNorm(8, 16), nn.SiLU(), nn.Conv2d(16, 16, kernel_size=3, padding=1),
+        )
+        self.out = nn.Sequential(nn.GroupNorm(16, 16, affine=False), nn.Conv2d(16, 3, kernel_size=1))
+
+    def forward(self, x):
+        h = self.inp(x)
+        return self.out(h + self.block(h))
+
+
+def res_block_inputs(gen):
+    return {"x": torch.randn(2, 3, 12, 12, generator=gen), "y": torch.randn(2, 3, 12, 12, generator=gen)}
+
+
 def channels_last_inputs(gen):
     return {"x": torch.randn(2, 3, 10, 10, generator=gen), "y": torch.randn(2, 3, 10, 10, generator=gen)}
 
@@ -70,7 +93,8 @@ def loss(model, x):
 
 CASES = [Case("conv1d", conv1d_net, conv1d_inputs, loss),
          Case("conv_transpose2d", conv_transpose2d_net, conv_transpose2d_inputs, loss),
-         Case("channels_last", channels_last_net, channels_last_inputs, loss)]
+         Case("channels_last", channels_last_net, channels_last_inputs, loss),
+         Case("group_norm_res_block", ResBlock, res_block_inputs, loss)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

@@ -5,6 +5,8 @@
 //   strided.hpp  broadcasting, sdk::for_each_row, unary_map / binary_map
 //   engine.hpp   sdk::EngineDef: the op table and the openreg_engine table
 //   rnn.hpp      the fused LSTM/GRU cell kernels, sdk::rnn::register_ops
+// Not included: optim.hpp and group_norm.hpp (the optimizer step, group norm), which an
+// engine includes in the one file that compiles their kernels.
 //   vector_isa.hpp  run_vectorised: a loop run from an AVX2 or AVX-512 clone
 //   tensor_ops.hpp, indexing.hpp  kernels shared by every engine (fill_, tril, cat, gather, index, ...)
 // Only the C header openreg/engine.h is the ABI; these helpers are compiled into

@@ -120,7 +120,7 @@ def _where_cases(ctx):
 @register("flip")
 def _flip_cases(ctx):
     """(self, dims): one dim, several, negative, every dim of a transposed and a
-    sliced self, a 0-dim and a zero-size self, no dims, the parallel path."""
+    sliced self, expanded selfs, a 0-dim and a zero-size self, no dims, the parallel path."""
     return [
         Case("5x7x11 dims=[0]", ctx.t(5, 7, 11), [0]),
         Case("5x7x11 dims=[-1]", ctx.t(5, 7, 11), [-1]),
@@ -131,6 +131,9 @@ def _flip_cases(ctx):
         Case("0-dim", ctx.t(), [0]),
         Case("zero-size 0x7 dims=[1]", ctx.t(0, 7), [1]),
         Case("300x257 dims=[1] (parallel path)", ctx.t(300, 257), [1]),
+        # rows of one repeated element (autograd's gradient of a sum is an expanded 0-dim)
+        Case("5x1 expanded to 5x7 dims=[1]", T(ctx.values((5, 1)), lambda t: t.expand(5, 7)), [1]),
+        Case("expanded 5x7 dims=[0]", ctx.t(5, 7, layout="expanded"), [0]),
     ]
 
 

@@ -941,6 +941,7 @@ std::vector<Case> flip(const Name& n, openreg_dtype d) {
   add("0-dim", T(d, {}), {0});
   add("zero-size 0x7 dims=[1]", T(d, {0, 7}), {1});
   add("300x257 dims=[1] (parallel path)", T(d, {300, 257}), {1});
+  add("expanded 300 (one element repeated) dims=[0]", T(d, {300}, Layout::Expanded), {0});
   return variant(n, "aten::flip", cases);
 }
 

@@ -231,6 +231,9 @@ sdk::EngineDef build() {
     // flip and roll (sdk/tensor_ops.hpp): copies along reversed or rotated dims.
     e.op("aten::flip", all_dtypes, sdk::ops::flip);
     e.op("aten::roll", all_dtypes, sdk::ops::roll);
+    // PReLU (sdk/prelu.hpp), floating dtypes.
+    e.op("aten::_prelu_kernel", {f32, f64, bf16, sdk::dtypes::float16}, sdk::ops::prelu_kernel);
+    e.op("aten::_prelu_kernel_backward", {f32, f64, bf16, sdk::dtypes::float16}, sdk::ops::prelu_kernel_backward);
     for (const char* n : {"aten::index.Tensor", "aten::index.Tensor_out"}) e.op(n, all_dtypes, sdk::ops::index);
     e.op("aten::arange.start_out", {f32, f64, bf16, sdk::dtypes::float16, sdk::dtypes::int64, sdk::dtypes::int32},
          sdk::ops::arange);  // routed by out's dtype, its only tensor

@@ -209,6 +209,10 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
       // flip and roll (sdk/tensor_ops.hpp): copies along reversed or rotated dims.
       shared("aten::flip", sdk::ops::flip);
       shared("aten::roll", sdk::ops::roll);
+      // PReLU (sdk/prelu.hpp), floating dtypes.
+      const auto floats = {f32, f64, bf16, sdk::dtypes::float16};
+      e.op("aten::_prelu_kernel", floats, oe::guarded(sdk::ops::prelu_kernel));
+      e.op("aten::_prelu_kernel_backward", floats, oe::guarded(sdk::ops::prelu_kernel_backward));
       for (const char* n : {"aten::index.Tensor", "aten::index.Tensor_out"}) shared(n, sdk::ops::index);
       e.op("aten::arange.start_out", {f32, f64, bf16, sdk::dtypes::float16, i64, sdk::dtypes::int32},
            oe::guarded(sdk::ops::arange));  // routed by out's dtype, its only tensor

@@ -5,7 +5,7 @@ _foreach_ ops (lists of tensors). See :mod:`openreg.conformance_cases`."""
 
 import torch
 
-from .conformance_cases import LAYOUT_CASES, Case, register
+from .conformance_cases import LAYOUT_CASES, Case, T, register
 
 # Values whose results are exact or special (signed zeros, units, halves).
 _EXACT_VALUES = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 3.0, -3.0, 0.125, -7.0]
@@ -331,6 +331,38 @@ def _activation_backward_cases(ctx):
         cases.append(Case("approximate=tanh", ctx.t(5, 7, 11), ctx.t(5, 7, 11), approximate="tanh"))
     return cases
 
+
+def _prelu_operands(ctx):
+    """(name, self, weight) for PReLU's kernels: F.prelu passes the weight shaped to
+    broadcast against self ([1, C, 1, ...]), or [1] for one shared slope."""
+    exact = torch.tensor(_EXACT_VALUES + [float("inf"), float("-inf"), float("nan")], dtype=ctx.dtype)
+    return [
+        ("2x3x5x7, a slope per channel", ctx.t(2, 3, 5, 7), ctx.t(1, 3, 1, 1)),
+        ("5x7, one slope", ctx.t(5, 7), ctx.t(1)),
+        ("5x7, a slope per column (dense weight rows)", ctx.t(5, 7), ctx.t(1, 7)),
+        ("transposed 7x11, a slope per row", ctx.t(7, 11, layout="transposed"), ctx.t(1, 11)),
+        ("sliced 5x7 with gaps", ctx.t(5, 7, layout="sliced"), ctx.t(1, 7)),
+        ("zero-size 0x3x4", ctx.t(0, 3, 4), ctx.t(1, 3, 1)),
+        ("exact values (0, -0, +-1, +-inf, NaN, ...)", ctx.of(exact), ctx.t(1)),
+        ("8x32x16x16 (parallel path)", ctx.t(8, 32, 16, 16), ctx.t(1, 32, 1, 1)),
+    ]
+
+
+@register("_prelu_kernel", grad=True)
+def _prelu_cases(ctx):
+    """(self, weight): out = self > 0 ? self : weight * self."""
+    return [Case(name, x, w) for name, x, w in _prelu_operands(ctx)]
+
+
+@register("_prelu_kernel_backward")
+def _prelu_backward_cases(ctx):
+    """(grad_output, self, weight) -> (grad_self, grad_weight), both self's shape."""
+    cases = [Case(name, ctx.t(*x.base.shape if x.view is None else x.view(x.base).shape), x, w)
+             for name, x, w in _prelu_operands(ctx)]
+    # autograd's gradient of a sum: one value expanded to self's shape
+    cases.append(Case("expanded 0-dim gradient", T(ctx.values(()), lambda t: t.expand(2, 3, 5, 7)),
+                      ctx.t(2, 3, 5, 7), ctx.t(1, 3, 1, 1)))
+    return cases
 
 _SELF_LAYOUTS = (
     ("5x7x11", (5, 7, 11), "contiguous"),

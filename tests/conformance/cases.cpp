@@ -290,6 +290,39 @@ std::vector<Case> activation_backward(const Name& n, openreg_dtype d) {
   return variant(n, "aten::" + n.root, cases);
 }
 
+// _prelu_kernel(self, weight), _prelu_kernel_backward(grad, self, weight): the
+// weight shaped to broadcast against self, as F.prelu passes it.
+std::vector<Case> prelu(const Name& n, openreg_dtype d) {
+  const bool backward = n.root == "_prelu_kernel_backward";
+  struct PS {
+    std::string label;
+    Shape self, weight;
+    Layout layout;
+  };
+  const std::vector<PS> shapes{
+      {"2x3x5x7, a slope per channel", {2, 3, 5, 7}, {1, 3, 1, 1}, Layout::Contiguous},
+      {"5x7, one slope", {5, 7}, {1}, Layout::Contiguous},
+      {"5x7, a slope per column", {5, 7}, {1, 7}, Layout::Contiguous},
+      {"transposed 7x11", {7, 11}, {1, 11}, Layout::Transposed},
+      {"strided+offset 5x7", {5, 7}, {1, 7}, Layout::Gapped},
+      {"zero-size 0x3x4", {0, 3, 4}, {1, 3, 1}, Layout::Contiguous},
+      {"8x32x16x16 (parallel path)", {8, 32, 16, 16}, {1, 32, 1, 1}, Layout::Contiguous},
+  };
+  std::vector<Case> cases;
+  for (const auto& s : shapes) {
+    Builder b(s.label);
+    if (backward) b.tensor(T(d, s.self));
+    b.tensor(T(d, s.self, s.layout)).tensor(T(d, s.weight));
+    cases.push_back(b.done());
+  }
+  if (backward) {  // one gradient value repeated along each row (an expanded gradient)
+    Builder b("300, expanded gradient, one slope");
+    b.tensor(T(d, {300}, Layout::Expanded)).tensor(T(d, {300})).tensor(T(d, {1}));
+    cases.push_back(b.done());
+  }
+  return variant(n, "aten::" + n.root, cases, backward ? 2 : 1);
+}
+
 // fill_.Scalar, zero_, clone, copy_
 std::vector<Case> memory_ops(const Name& n, openreg_dtype d) {
   std::vector<Case> cases;
@@ -1410,6 +1443,7 @@ const std::map<std::string, FamilyInfo>& families() {
                            "_foreach_maximum", "_foreach_minimum"})
       t[op] = {foreach_op, &kFloats};
     for (const char* op : {"_fused_adam", "_fused_adamw", "_fused_sgd"}) t[op] = {fused_optim, &kFloats};
+    for (const char* op : {"_prelu_kernel", "_prelu_kernel_backward"}) t[op] = {prelu, &kFloats};
     t["index_select"] = {index_select, &kAll};
     t["gather"] = {gather, &kAll};
     t["flip"] = {flip, &kAll};

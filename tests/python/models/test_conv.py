@@ -1,4 +1,4 @@
-"""torch.nn Conv1d and ConvTranspose2d with strides, padding, dilation and groups, a
+"""torch.nn Conv1d and ConvTranspose2d (with PReLU) with strides, padding, dilation and groups, a
 CNN run in channels_last (GroupNorm, a depthwise convolution, BatchNorm), and a
 diffusion UNet's residual block (GroupNorm, SiLU, a skip connection), each in a small
 network: training step and bf16 autocast against CPU."""
@@ -24,7 +24,7 @@ def conv1d_net():
 def conv_transpose2d_net():
     return nn.Sequential(
         nn.ConvTranspose2d(6, 8, kernel_size=3, stride=2, padding=1, output_padding=1, groups=2),
-        nn.ReLU(),
+        nn.PReLU(8),  # a slope per channel, as super-resolution upsamplers use it
         nn.ConvTranspose2d(8, 3, kernel_size=4, stride=1, padding=2, dilation=2),
     )
 

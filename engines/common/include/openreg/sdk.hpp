@@ -9,6 +9,7 @@
 // engine includes in the one file that compiles their kernels.
 //   vector_isa.hpp  run_vectorised: a loop run from an AVX2 or AVX-512 clone
 //   tensor_ops.hpp, indexing.hpp  kernels shared by every engine (fill_, tril, cat, gather, index, ...)
+//   prelu.hpp    _prelu_kernel and its backward
 // Only the C header openreg/engine.h is the ABI; these helpers are compiled into
 // each engine, so engines built with different SDK versions coexist.
 #pragma once
@@ -20,6 +21,7 @@
 #include <openreg/sdk/reduce.hpp>
 #include <openreg/sdk/rnn.hpp>
 #include <openreg/sdk/indexing.hpp>
+#include <openreg/sdk/prelu.hpp>
 #include <openreg/sdk/tensor_ops.hpp>
 #include <openreg/sdk/status.hpp>
 #include <openreg/sdk/strided.hpp>

@@ -33,7 +33,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace openreg {
@@ -92,11 +94,16 @@ inline void require_param(const Call& call, const std::optional<Tensor>& p, cons
                       p->describe(), " for ", C, " channels (left to the reference)");
 }
 
-inline void require_same(const Call& call, const Tensor& t, const Tensor& x, const char* what) {
-  OPENREG_SDK_REQUIRE(same_dtype(t.dtype(), x.dtype()), call.op_name(), ": ", what, " of dtype ",
-                      dtype_name(t.dtype()), ", input ", dtype_name(x.dtype()), " (left to the reference)");
-  OPENREG_SDK_REQUIRE(contiguous_or_empty(t), call.op_name(), ": ", what, " ", t.describe(),
-                      " is not contiguous (left to the reference)");
+// Each named tensor (undefined ones skipped) of x's dtype and contiguous; else declined.
+inline void require_same(const Call& call, const Tensor& x,
+                         std::initializer_list<std::pair<const Tensor*, const char*>> named) {
+  for (const auto& [t, what] : named) {
+    if (!t->defined()) continue;
+    OPENREG_SDK_REQUIRE(same_dtype(t->dtype(), x.dtype()), call.op_name(), ": ", what, " of dtype ",
+                        dtype_name(t->dtype()), ", input ", dtype_name(x.dtype()), " (left to the reference)");
+    OPENREG_SDK_REQUIRE(contiguous_or_empty(*t), call.op_name(), ": ", what, " ", t->describe(),
+                        " is not contiguous (left to the reference)");
+  }
 }
 
 template <class T>
@@ -217,10 +224,7 @@ void backward(const Call& call, const Dims& d, VectorIsa isa) {
 inline void native_group_norm(const Call& call, VectorIsa isa) {
   const Tensor x = call.tensor(0), y = call.output(0), mean = call.output(1), rstd = call.output(2);
   const detail::Dims d = detail::dims(call, x, 3);
-  detail::require_same(call, x, x, "input");
-  detail::require_same(call, y, x, "output");
-  detail::require_same(call, mean, x, "mean");
-  detail::require_same(call, rstd, x, "rstd");
+  detail::require_same(call, x, {{&x, "input"}, {&y, "output"}, {&mean, "mean"}, {&rstd, "rstd"}});
   detail::require_param(call, call.optional_tensor(1), x, d.C, "weight");
   detail::require_param(call, call.optional_tensor(2), x, d.C, "bias");
   OPENREG_SDK_REQUIRE(d.HxW > 0 || d.N == 0, call.op_name(), ": empty groups (left to the reference)");
@@ -238,18 +242,15 @@ inline void native_group_norm(const Call& call, VectorIsa isa) {
 inline void native_group_norm_backward(const Call& call, VectorIsa isa) {
   const Tensor dy = call.tensor(0), x = call.tensor(1), mean = call.tensor(2), rstd = call.tensor(3);
   const detail::Dims d = detail::dims(call, x, 5);
-  detail::require_same(call, dy, x, "grad_out");
-  detail::require_same(call, x, x, "input");
-  detail::require_same(call, mean, x, "mean");
-  detail::require_same(call, rstd, x, "rstd");
-  for (int i = 0; i < 3; ++i)
-    if (call.output(i).defined()) detail::require_same(call, call.output(i), x, "an output");
+  const Tensor dx = call.output(0), dw = call.output(1), db = call.output(2);
+  detail::require_same(call, x,
+                       {{&dy, "grad_out"}, {&x, "input"}, {&mean, "mean"}, {&rstd, "rstd"}, {&dx, "grad_input"},
+                        {&dw, "grad_weight"}, {&db, "grad_bias"}});
   detail::require_param(call, call.optional_tensor(4), x, d.C, "weight");
   OPENREG_SDK_REQUIRE(d.HxW > 0 || d.N == 0, call.op_name(), ": empty groups (left to the reference)");
   OPENREG_SDK_CHECK(dy.numel() == x.numel() && mean.numel() == d.N * d.G && rstd.numel() == d.N * d.G,
                     call.op_name(), ": grad_out ", dy.describe(), ", mean ", mean.describe(), ", rstd ",
                     rstd.describe(), " do not fit input ", x.describe(), " in ", d.G, " groups");
-  const Tensor dx = call.output(0), dw = call.output(1), db = call.output(2);
   OPENREG_SDK_CHECK((!dx.defined() || dx.numel() == x.numel()) && (!dw.defined() || dw.numel() == d.C) &&
                         (!db.defined() || db.numel() == d.C),
                     call.op_name(), ": outputs of the wrong size for input ", x.describe());

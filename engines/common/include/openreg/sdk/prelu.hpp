@@ -21,6 +21,7 @@
 #include <openreg/sdk/call.hpp>
 #include <openreg/sdk/dtype.hpp>
 #include <openreg/sdk/strided.hpp>
+#include <openreg/sdk/tensor_ops.hpp>
 
 #include <array>
 #include <cstdint>
@@ -51,11 +52,8 @@ inline void require_prelu_operands(const Call& call, const Tensor& self, const T
   for (const Tensor& t : same_as_self) {
     OPENREG_SDK_REQUIRE(same_dtype(t.dtype(), self.dtype()), call.op_name(), ": ", t.describe(), " of dtype ",
                         dtype_name(t.dtype()), ", self ", dtype_name(self.dtype()), " (left to the reference)");
-    OPENREG_SDK_CHECK(t.dim() == self.dim() && [&] {
-      for (int64_t d = 0; d < t.dim(); ++d)
-        if (t.size(d) != self.size(d)) return false;
-      return true;
-    }(), call.op_name(), ": ", t.describe(), " is not self's shape ", self.describe());
+    OPENREG_SDK_CHECK(same_shape(t, self), call.op_name(), ": ", t.describe(), " is not self's shape ",
+                      self.describe());
   }
 }
 

@@ -250,6 +250,8 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
           else e.op(form, {f32, bf16, f64}, oe::guarded(oe::math_unary(u)));
         }
       }
+      for (const char* n : {"aten::leaky_relu", "aten::leaky_relu_", "aten::leaky_relu.out"})
+        e.op(n, {f32, bf16, f64}, oe::guarded(oe::leaky_relu));
       for (const char* n : {"aten::pow.Tensor_Scalar", "aten::pow_.Scalar", "aten::pow.Tensor_Scalar_out"})
         e.op(n, {f32, bf16, f64}, oe::guarded(oe::pow_scalar));
       e.op("aten::silu_backward", {f32, bf16, f64}, oe::guarded(oe::silu_backward));

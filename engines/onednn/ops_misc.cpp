@@ -1,7 +1,7 @@
 // Elementwise math oneDNN has no primitive for (sin, cos) or none this engine
 // maps (neg, rsqrt, silu, pow with a scalar exponent, silu_backward, the
-// piecewise-linear activations hardswish, hardsigmoid and the backwards of
-// leaky_relu, hardtanh, hardsigmoid): the
+// piecewise-linear activations leaky_relu, hardswish, hardsigmoid and the
+// backwards of leaky_relu, hardtanh, hardsigmoid): the
 // engine's own loops (loops.hpp), with ATen's CPU formulas; exp, sin and cos
 // of float32 from vmath.hpp, which the loops vectorise (libm is a call per
 // element), std::pow for exponents without a special case. bfloat16 computes
@@ -120,6 +120,18 @@ sdk::Kernel math_unary(const char* name) {
       unary_loop<float, sdk::bfloat16, double>(c, [](auto x) { return relu6_of_x_plus_3(x) / decltype(x)(6); });
     };
   sdk::fail(OPENREG_STATUS_INTERNAL, "onednn math_unary: unknown op " + n);
+}
+
+// leaky_relu(self, negative_slope): self where self > 0, else self * slope, in the
+// compute type (ATen's formula; a NaN takes the product and stays NaN). A select,
+// which the loops vectorise (this engine builds with -fno-trapping-math).
+void leaky_relu(const sdk::Call& call) {
+  const double slope = call.scalar(1);
+  unary_loop<float, sdk::bfloat16, double>(call, [slope](auto x) {
+    using C = decltype(x);
+    const C k = static_cast<C>(slope);
+    return x > C(0) ? x : x * k;
+  });
 }
 
 // pow(self, exponent): the special exponents of ATen's pow_tensor_scalar kernel

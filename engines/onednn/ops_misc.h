@@ -7,6 +7,8 @@ namespace onednn_engine {
 
 // neg, rsqrt, silu, sin, cos, hardswish, hardsigmoid (functional, in-place, out=), by name.
 sdk::Kernel math_unary(const char* name);
+// leaky_relu, leaky_relu_, leaky_relu.out.
+void leaky_relu(const sdk::Call& call);
 // pow.Tensor_Scalar, pow_.Scalar, pow.Tensor_Scalar_out.
 void pow_scalar(const sdk::Call& call);
 // silu_backward(grad_output, self).

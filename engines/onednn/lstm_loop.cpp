@@ -1,8 +1,9 @@
 // The engine's own LSTM loop (aten::mkldnn_rnn_layer and its backward,
 // ops_rnn_layer.cpp) for small hidden sizes, where oneDNN 2.6's LSTM primitives
 // pay more per time step than the step computes on a second thread (a 2-layer,
-// 128-wide LSTM of batch 8 took 2.4 ms on one thread, 7.5 on two), and where its
-// training primitives were slower than a step at a time.
+// 128-wide LSTM of batch 8 took 2.4 ms on one thread, 7.5 on two), where its
+// training primitives were slower than a step at a time, and, on one thread, for
+// inference on batches up to 32 (kInferLoopMaxBatch).
 //
 // Forward: the input projection of every step is one GEMM (dnnl_sgemm), the
 // biases added. Then, step by step, the hidden projection and the cell are one

@@ -5,6 +5,7 @@
 
 #include "isa.hpp"
 #include "ops.h"
+#include "vec.hpp"
 
 namespace onednn_engine {
 
@@ -28,21 +29,37 @@ struct RedEntry {
   dnnl::reduction prim;
 };
 
-// The float sum of a contiguous run: 32 independent partial sums, so the
+// The float sum of a contiguous run in independent partial sums, so the
 // vectorised adds do not wait on one another (one accumulator is latency-bound).
+// bfloat16 in 8 lanes; float32 in four 4-float vector accumulators (registers in
+// the baseline build). The former 32 partial sums were an array zeroed with
+// `rep stos` and added up one after another, per run: x.mean(-1) of [8, 64, 64]
+// (rows of 64 floats, as in LLaMA's RMS norm) took 24-28 us on the worker at one
+// thread, now 5-6 (torch CPU 7-17 with its dispatch).
 template <class T>
 float run_sum(const T* q, int64_t m) {
-  float part = 0.0f;
-  if (m < 32) {  // the same sum as below, without the partial sums' setup
-    for (int64_t i = 0; i < m; ++i) part += static_cast<float>(q[i]);
-    return part;
-  }
-  float lanes[32] = {};
+  float lanes[8] = {};
   int64_t i = 0;
-  for (; i + 32 <= m; i += 32)
-    for (int j = 0; j < 32; ++j) lanes[j] += static_cast<float>(q[i + j]);
+  for (; i + 8 <= m; i += 8)
+    for (int j = 0; j < 8; ++j) lanes[j] += static_cast<float>(q[i + j]);
+  float part = 0.0f;
   for (; i < m; ++i) part += static_cast<float>(q[i]);
-  for (int j = 0; j < 32; ++j) part += lanes[j];
+  return part + (((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7])));
+}
+
+float run_sum(const float* q, int64_t m) {
+  using vec::V4;
+  V4 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+  int64_t i = 0;
+  for (; i + 16 <= m; i += 16) {
+    a0 += vec::load<V4>(q + i);
+    a1 += vec::load<V4>(q + i + 4);
+    a2 += vec::load<V4>(q + i + 8);
+    a3 += vec::load<V4>(q + i + 12);
+  }
+  const V4 a = (a0 + a1) + (a2 + a3);
+  float part = (a[0] + a[2]) + (a[1] + a[3]);
+  for (; i < m; ++i) part += q[i];
   return part;
 }
 
@@ -294,10 +311,12 @@ void run_reduction(const sdk::Call& call, bool mean) {
       break;
     }
   if (has_zero_stride(x) || !has_primitives(x.dtype()) || (inner_reduced && x.numel() < kMemGrain)) return loop();
-  // Below AVX-512, oneDNN 2.6's reduction over the innermost dims (jit:avx2)
-  // took 80 us for [8,64,128] over its last dim (LLaMA's RMS norm; torch CPU
-  // 11 us): contiguous inputs go through the loop at any size.
-  if (inner_reduced && !cpu_caps().avx512_core) {
+  // A contiguous input reduced over its innermost dims: the loop's row sums, on every
+  // ISA. oneDNN 2.6's reduction took 80 us for [8,64,128] over its last dim below
+  // AVX-512 (jit:avx2; LLaMA's RMS norm, torch CPU 11 us) and 12-20 us with it
+  // (worker, host idle, 1 and 2 threads), the loop 7-11; [4,128,768] and [64,4096]
+  // ran at the same speed either way.
+  if (inner_reduced) {
     bool done = false;
     dispatch_float(x.dtype(), "reduction", [&](auto tag) {
       using T = typename decltype(tag)::type;

@@ -184,9 +184,30 @@ void rows(const Shape& shape, const std::array<Operand, K>& ops, int64_t row_beg
     ptr[k] = ops[k].base;
     for (size_t d = 0; d < index.size(); ++d) ptr[k] += index[d] * ops[k].byte_strides[d];
   }
-  for (int64_t row = row_begin; row < row_end; ++row) {
-    fn(ptr, inner_stride, inner);
-    for (size_t d = index.size(); d-- > 0;) {
+  if (index.empty()) {  // one dimension: one row
+    if (row_begin < row_end) fn(ptr, inner_stride, inner);
+    return;
+  }
+  // The rows along the last outer dimension in a plain loop (its strides in locals), the
+  // odometer only between runs of them: rows of a few elements (a strided [8, 4, 64, 16]
+  // half of a rotary embedding's heads) spent as long in the odometer as in the row.
+  const size_t last = index.size() - 1;
+  const int64_t run_len = shape[last];
+  std::array<int64_t, K> run_stride;
+  for (size_t k = 0; k < K; ++k) run_stride[k] = ops[k].byte_strides[last];
+  int64_t row = row_begin;
+  while (row < row_end) {
+    const int64_t n = std::min(run_len - index[last], row_end - row);
+    for (int64_t j = 0; j < n; ++j) {
+      fn(ptr, inner_stride, inner);
+      for (size_t k = 0; k < K; ++k) ptr[k] += run_stride[k];
+    }
+    row += n;
+    if (row >= row_end) break;
+    // Back to the run's start, then the outer dimensions' odometer step.
+    for (size_t k = 0; k < K; ++k) ptr[k] -= run_len * run_stride[k];
+    index[last] = 0;
+    for (size_t d = last; d-- > 0;) {
       for (size_t k = 0; k < K; ++k) ptr[k] += ops[k].byte_strides[d];
       if (++index[d] < shape[d]) break;
       for (size_t k = 0; k < K; ++k) ptr[k] -= shape[d] * ops[k].byte_strides[d];

@@ -1,5 +1,5 @@
 // GCC vector types for the engine's own register-level kernels (the fused
-// attention's rows, the LSTM inference loop), one per build width: V4 for the
+// attention's rows, the LSTM inference loop, the reductions' row sums), one per build width: V4 for the
 // baseline (SSE2) build, V8 for AVX2, V16 for AVX-512. Each per-ISA function uses
 // its own width: a 16-float vector in the AVX2 build was split through the stack
 // (the attention's softmax rows took 3x their AVX-512 time).

@@ -211,6 +211,8 @@ _REFERENCE_CASES = {
     "3-d query, 3-d float mask": dict(q=(4, 9, 16), kv=(4, 7, 16), mask=("float", (4, 9, 7))),
     "3-d query, no mask": dict(q=(4, 9, 16), kv=(4, 7, 16)),
     "grouped heads, causal, L > S": dict(q=(2, 4, 9, 16), kv=(2, 2, 7, 16), causal=True),
+    "one key head, 4-d float mask, fully masked rows": dict(q=(2, 4, 9, 16), kv=(2, 1, 7, 16),
+                                                            mask=("float", (2, 1, 9, 7))),
     "causal, L < S, scale": dict(q=(2, 4, 7, 16), kv=(2, 4, 9, 16), causal=True, scale=0.3),
 }
 

@@ -210,3 +210,53 @@ def test_bernoulli(device):
     s = torch.bernoulli(probs).cpu()
     assert set(torch.unique(s).tolist()) <= {0.0, 1.0}
     assert abs(s.double().mean().item() - 0.3) < 0.03
+
+
+# Arguments and dtypes CPU's random fills refuse; the device must raise the same
+# (its sizing skips their Meta kernels, which check only some of these).
+_BAD_FILLS = {
+    "normal_ std < 0": (torch.float32, lambda x: x.normal_(0.0, -1.0)),
+    "normal_ std nan": (torch.float32, lambda x: x.normal_(0.0, float("nan"))),
+    "normal_ on int64": (torch.int64, lambda x: x.normal_()),
+    "uniform_ from > to": (torch.float32, lambda x: x.uniform_(2.0, 1.0)),
+    "uniform_ to = inf": (torch.float32, lambda x: x.uniform_(0.0, float("inf"))),
+    "uniform_ to - from overflows": (torch.float32, lambda x: x.uniform_(-3e38, 3e38)),
+    "uniform_ on int64": (torch.int64, lambda x: x.uniform_()),
+    "uniform_ float16 bound": (torch.float16, lambda x: x.uniform_(0.0, 1e5)),
+    "bernoulli_ p > 1": (torch.float32, lambda x: x.bernoulli_(1.5)),
+    "random_ from >= to": (torch.float32, lambda x: x.random_(5, 3)),
+    "random_ to beyond uint8": (torch.uint8, lambda x: x.random_(300)),
+    "random_ to beyond bool": (torch.bool, lambda x: x.random_(0, 10)),
+    "exponential_ lambda < 0": (torch.float32, lambda x: x.exponential_(-1.0)),
+    "exponential_ on int64": (torch.int64, lambda x: x.exponential_()),
+    "geometric_ p = 0": (torch.float32, lambda x: x.geometric_(0.0)),
+    "geometric_ on bool": (torch.bool, lambda x: x.geometric_(0.5)),
+    "log_normal_ std = 0": (torch.float32, lambda x: x.log_normal_(0.0, 0.0)),
+    "log_normal_ on int32": (torch.int32, lambda x: x.log_normal_()),
+    "cauchy_ sigma < 0": (torch.float32, lambda x: x.cauchy_(0.0, -1.0)),
+    "cauchy_ on uint8": (torch.uint8, lambda x: x.cauchy_()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BAD_FILLS))
+def test_random_fills_refuse_what_cpu_refuses(device, name):
+    dtype, fill = _BAD_FILLS[name]
+    with pytest.raises(Exception) as on_cpu:
+        fill(torch.empty(4, dtype=dtype))
+    x = torch.zeros(4, dtype=dtype, device=device)
+    with pytest.raises(type(on_cpu.value)) as on_device:
+        fill(x)
+    assert str(on_device.value).splitlines()[0] == str(on_cpu.value).splitlines()[0]
+    assert torch.equal(x.cpu(), torch.zeros(4, dtype=dtype)), "a refused fill must leave self as it was"
+
+
+@pytest.mark.parametrize("fill", [lambda x: x.normal_(), lambda x: x.uniform_(-1.0, 1.0), lambda x: x.bernoulli_(0.3),
+                                  lambda x: x.random_(0, 7), lambda x: x.exponential_(), lambda x: x.geometric_(0.4),
+                                  lambda x: x.log_normal_(), lambda x: x.cauchy_()])
+def test_random_fills_leave_cpu_stream_alone(device, fill):
+    """Checking a device fill's arguments must not draw from torch CPU's generator."""
+    torch.manual_seed(3)
+    want = torch.rand(5)
+    torch.manual_seed(3)
+    fill(torch.empty(1000, device=device)).cpu()
+    assert torch.equal(torch.rand(5), want)

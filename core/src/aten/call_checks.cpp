@@ -1,6 +1,8 @@
 #include "call_checks.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/ops/empty.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -16,6 +18,12 @@ namespace {
 // Copies between devices: their point is a tensor elsewhere.
 constexpr const char* kCrossDeviceOps[] = {"aten::copy_", "aten::copy", "aten::_copy_from",
                                            "aten::_copy_from_and_resize", "aten::_to_copy", "aten::to"};
+
+// In-place random fills with scalar parameters (bernoulli_ only in its .float
+// overload: .Tensor's p is a tensor whose shape the Meta kernel checks).
+constexpr const char* kRandomFills[] = {"aten::normal_",      "aten::uniform_",    "aten::bernoulli_",
+                                        "aten::random_",      "aten::exponential_", "aten::geometric_",
+                                        "aten::log_normal_", "aten::cauchy_"};
 
 // In-place ops that only change metadata: nothing is written through them.
 constexpr const char* kMetadataOps[] = {"aten::squeeze_",  "aten::unsqueeze_", "aten::transpose_", "aten::t_",
@@ -142,6 +150,7 @@ DeviceRule device_rule_for(const c10::FunctionSchema& schema) {
   rule.any_overlap_refused = listed(name, kNoOverlapOps);
   rule.partial_overlap_allowed = listed(name, kPartialOverlapAllowed);
   rule.empty_input_refused = (name == "aten::max" || name == "aten::min") && schema.overload_name().empty();
+  rule.random_fill = listed(name, kRandomFills) && (name != "aten::bernoulli_" || schema.overload_name() == "float");
   const bool foreach_op = name.rfind("aten::_foreach_", 0) == 0;
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size() && i < 64; ++i) {
@@ -240,6 +249,15 @@ void check_empty_input(const DeviceRule& rule, c10::ArrayRef<c10::IValue> args) 
   TORCH_CHECK(false, name.substr(name.find("::") + 2),
               "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim "
               "with the 'dim' argument.");
+}
+
+void check_random_fill(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  thread_local at::Generator own = at::make_generator<at::CPUGeneratorImpl>();
+  torch::jit::Stack cpu(args.begin(), args.end());
+  cpu[0] = at::empty({1}, at::TensorOptions().dtype(args[0].toTensor().scalar_type()));
+  TORCH_INTERNAL_ASSERT(op.schema().arguments().back().name() == "generator", op.schema());
+  cpu.back() = own;
+  op.callBoxed(&cpu);
 }
 
 }  // namespace openreg

@@ -37,6 +37,11 @@ struct DeviceRule {
   // max() and min() without a dim: CPU raises on an empty input, their Meta
   // kernels don't (they give a 0-dim result the engines fill with -inf/+inf).
   bool empty_input_refused = false;
+  // The in-place random fills (normal_, uniform_, bernoulli_(p), random_,
+  // exponential_, geometric_, log_normal_, cauchy_): self keeps its metadata, so
+  // their outputs need no Meta kernel (output_sizing.cpp); check_random_fill makes
+  // CPU's argument checks, which their Meta kernels make only in part.
+  bool random_fill = false;
 };
 
 DeviceRule device_rule_for(const c10::FunctionSchema& schema);
@@ -68,5 +73,11 @@ void check_empty_input(const DeviceRule& rule, c10::ArrayRef<c10::IValue> args);
 
 void check_written_overlap(const DeviceRule& rule, c10::ArrayRef<c10::IValue> args,
                            c10::ArrayRef<int> written_args);
+
+// For a random fill (rule.random_fill): raises what CPU raises for these arguments
+// and self's dtype ("uniform_ expects to return a [from, to) range, ...", "\"normal_kernel_cpu\"
+// not implemented for 'Long'"), by running CPU's kernel on a one-element CPU tensor of
+// self's dtype with a generator of its own (the global CPU stream does not move).
+void check_random_fill(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
 
 }  // namespace openreg

@@ -207,6 +207,7 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::Device device(kDevice, dev);
   check_devices(plan.device_rule, plan.name, args, device);
   check_empty_input(plan.device_rule, args);
+  if (plan.device_rule.random_fill) check_random_fill(op, args);
   c10::OptionalDeviceGuard guard;
   if (dev != current_device()) guard.reset_device(device);
   lazy_init();

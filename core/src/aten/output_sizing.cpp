@@ -222,6 +222,17 @@ std::shared_ptr<const OutputPlan> run_meta(const c10::OperatorHandle& op, c10::A
   return result;
 }
 
+// A random fill's: self, as it is. (Their Meta kernels are Python, torch._refs, and
+// check less than check_random_fill, which runs CPU's.)
+std::shared_ptr<const OutputPlan> self_plan(c10::ArrayRef<c10::IValue> args) {
+  auto result = std::make_shared<OutputPlan>();
+  ReturnGeometry rg;
+  rg.kind = ReturnGeometry::kWritten;
+  rg.tensors.push_back(geometry_of(args[0].toTensor()));
+  result->returns.push_back(std::move(rg));
+  return result;
+}
+
 std::shared_ptr<const OutputPlan> dynamic_plan() {
   static const auto kDynamic = [] {
     auto d = std::make_shared<OutputPlan>();
@@ -251,7 +262,7 @@ std::shared_ptr<const OutputPlan> output_plan(const c10::OperatorHandle& op, c10
   const std::string miss_key = cacheable ? key : std::string();
   std::shared_ptr<const OutputPlan> result;
   try {
-    result = run_meta(op, args, plan);
+    result = plan.device_rule.random_fill ? self_plan(args) : run_meta(op, args, plan);
   } catch (const c10::NotImplementedError&) {
     result = dynamic_plan();  // no Meta kernel
   } catch (const std::exception&) {

@@ -11,6 +11,8 @@
 
 namespace eigen_engine {
 
+using sdk::ops::wrap_dim;
+
 namespace {
 
 // The unsigned integer of an element size: what a select copies.
@@ -23,13 +25,6 @@ void dispatch_size(int64_t element_size, const char* what, Fn&& fn) {
     case 8: fn(uint64_t{}); break;
     default: sdk::unsupported(sdk::str(what, ": element size ", element_size));
   }
-}
-
-int64_t wrap_dim(const Call& call, int64_t dim, int64_t ndim) {
-  const int64_t n = std::max<int64_t>(ndim, 1);
-  OPENREG_SDK_REQUIRE(dim >= -n && dim < n, call.op_name(), ": dim ", dim, " out of range (left to the reference, "
-                      "which raises the error)");
-  return dim < 0 ? dim + n : dim;
 }
 
 // Product of sizes[begin, end).

@@ -137,7 +137,7 @@ void softmax(const Call& call, bool log) {
   Tensor out = call.output(0), in = call.tensor(0);
   require_dtype(call, out, in, "self");
   OPENREG_SDK_REQUIRE(!call.bool_arg(2), call.op_name(), ": half_to_float");
-  const int64_t dim = call.int_arg(1);
+  const int64_t dim = sdk::ops::wrap_dim(call, call.int_arg(1), out.dim());  // out of range: declined
   // The common case, softmax over the last dim of contiguous float32: the ISA kernel.
   if (sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && out.dim() > 0 &&
       (dim == -1 || dim == out.dim() - 1) && in.is_contiguous() && out.is_contiguous()) {
@@ -167,7 +167,7 @@ void softmax_backward(const Call& call, bool log) {
   const openreg_value& dt = call.arg(3);
   OPENREG_SDK_REQUIRE(dt.kind != OPENREG_VALUE_DTYPE || sdk::same_dtype(dt.u.dtype, gin.dtype()), call.op_name(),
                       ": input_dtype differs from the gradient's");
-  const int64_t dim = call.int_arg(2);
+  const int64_t dim = sdk::ops::wrap_dim(call, call.int_arg(2), gin.dim());  // out of range: declined
   // Over the last dim of contiguous float32: the ISA kernel (the portable loop
   // below is built for the baseline ISA: [512, 1000] log_softmax backward took
   // 6.5x torch CPU's time).
@@ -209,7 +209,8 @@ void nll_loss_forward(const Call& call) {
   const int64_t* tp = target.data<int64_t>();
   for (int64_t n = 0; n < N; ++n) {
     const int64_t t = tp[n * ts];
-    OPENREG_SDK_CHECK(t == ignore || (t >= 0 && t < C), call.op_name(), ": target ", t, " is out of bounds");
+    // Declined before anything is written: the reference raises PyTorch's IndexError.
+    OPENREG_SDK_REQUIRE(t == ignore || (t >= 0 && t < C), call.op_name(), ": target ", t, " is out of bounds");
   }
   sdk::dispatch<float, double>(x.dtype(), "nll_loss_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -257,7 +258,8 @@ void nll_loss_backward(const Call& call) {
   const int64_t* tp = target.data<int64_t>();
   for (int64_t n = 0; n < N; ++n) {
     const int64_t t = tp[n * ts];
-    OPENREG_SDK_CHECK(t == ignore || (t >= 0 && t < C), call.op_name(), ": target ", t, " is out of bounds");
+    // Declined before anything is written: the reference raises PyTorch's IndexError.
+    OPENREG_SDK_REQUIRE(t == ignore || (t >= 0 && t < C), call.op_name(), ": target ", t, " is out of bounds");
   }
   sdk::dispatch<float, double>(gin.dtype(), "nll_loss_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -49,6 +49,15 @@ void check_nll_loss(const sdk::Call& call) {
     if (call.output(i).defined()) require_dtype(call, x.dtype(), {call.output(i)});
   if (backward) require_dtype(call, x.dtype(), {call.tensor(0), call.tensor(6)});
 }
+
+// A target outside [0, C) (other than ignore_index) is declined before anything is
+// written: the reference raises PyTorch's IndexError ("Target 9 is out of bounds.").
+void check_targets(const sdk::Call& call, const int64_t* tp, const NllArgs& a, int64_t ignore) {
+  for (int64_t i = 0; i < a.N; ++i) {
+    const int64_t c = tp[i * a.ts];
+    OPENREG_SDK_REQUIRE(c == ignore || (c >= 0 && c < a.C), call.op_name(), ": target ", c, " is out of bounds");
+  }
+}
 }  // namespace
 
 void nll_loss_forward(const sdk::Call& call) {
@@ -60,10 +69,7 @@ void nll_loss_forward(const sdk::Call& call) {
   std::vector<float> wv(static_cast<size_t>(a.C), 1.0f);
   if (w) to_float_vec(*w, wv.data());
   const int64_t* tp = t.data<int64_t>();
-  for (int64_t i = 0; i < a.N; ++i) {
-    const int64_t c = tp[i * a.ts];
-    OPENREG_SDK_CHECK(c == ignore || (c >= 0 && c < a.C), "nll_loss: target ", c, " is out of bounds");
-  }
+  check_targets(call, tp, a, ignore);
   dispatch_float(x.dtype(), "nll_loss", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = reinterpret_cast<const T*>(x.bytes());
@@ -100,6 +106,7 @@ void nll_loss_backward(const sdk::Call& call) {
   std::vector<float> wv(static_cast<size_t>(a.C), 1.0f);
   if (w) to_float_vec(*w, wv.data());
   const int64_t* tp = t.data<int64_t>();
+  check_targets(call, tp, a, ignore);
   dispatch_float(x.dtype(), "nll_loss_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (gi.is_contiguous())  // all-zero bits are +0 in every float dtype; the strided walk is scalar

@@ -227,8 +227,7 @@ std::vector<bool> reduced_dims(const sdk::Call& call, const sdk::Tensor& x) {
   bool any = false;
   if (!call.is_none(1)) {
     for (int64_t d : call.int_list(1)) {
-      if (d < 0) d += n;
-      OPENREG_SDK_CHECK(d >= 0 && d < std::max<int64_t>(n, 1), call.op_name(), ": dim out of range");
+      d = sdk::ops::wrap_dim(call, d, n);  // out of range: declined, the reference raises IndexError
       if (n) r[static_cast<size_t>(d)] = true;
       any = true;
     }

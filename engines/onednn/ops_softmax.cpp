@@ -253,12 +253,9 @@ void run_backward(const sdk::Tensor& g, const sdk::Tensor& y, const sdk::Tensor&
 
 }  // namespace rows
 
+// Out of range: declined, for the reference to raise PyTorch's IndexError.
 int axis_of(const sdk::Call& call, int i, int64_t ndim) {
-  int64_t d = call.int_arg(i);
-  const int64_t n = std::max<int64_t>(ndim, 1);
-  if (d < 0) d += n;
-  OPENREG_SDK_CHECK(d >= 0 && d < n, call.op_name(), ": dim out of range");
-  return static_cast<int>(d);
+  return static_cast<int>(sdk::ops::wrap_dim(call, call.int_arg(i), ndim));
 }
 
 void forward(const sdk::Call& call, bool log) {

@@ -224,6 +224,19 @@ TYPED = {
     "logcumsumexp_dim": (lambda d: torch.logcumsumexp(ramp(2, 3, device=d), dim=7), IndexError),
     "linalg_cross_dim": (lambda d: torch.linalg.cross(ramp(2, 3, device=d), ramp(2, 3, device=d), dim=5), IndexError),
     "sum_dim": (lambda d: ramp(2, 3, device=d).sum(dim=2), IndexError),
+    "mean_dims": (lambda d: ramp(2, 3, device=d).mean(dim=(0, 4)), IndexError),
+    "softmax_dim": (lambda d: ramp(4, 5, device=d).softmax(3), IndexError),
+    "softmax_backward_dim": (lambda d: torch.ops.aten._softmax_backward_data(
+        ramp(4, 5, device=d), ramp(4, 5, device=d), -3, torch.float32), IndexError),
+    "log_softmax_backward_dim": (lambda d: torch.ops.aten._log_softmax_backward_data(
+        ramp(4, 5, device=d), ramp(4, 5, device=d), 2, torch.float32), IndexError),
+    "nll_loss_target": (lambda d: torch.nn.functional.nll_loss(
+        ramp(4, 5, device=d), torch.tensor([1, 9, 2, 0], device=d)), IndexError),
+    "cross_entropy_negative_target": (lambda d: torch.nn.functional.cross_entropy(
+        ramp(4, 5, device=d), torch.tensor([1, -3, 2, 0], device=d)), IndexError),
+    "nll_loss_backward_target": (lambda d: torch.ops.aten.nll_loss_backward(
+        ramp(device=d), ramp(4, 5, device=d), torch.tensor([1, 9, 2, 0], device=d), None, 1, -100,
+        ramp(device=d)), IndexError),
     "shape_mismatch": (lambda d: ramp(2, 3, device=d) + ramp(4, device=d), RuntimeError),
     "matmul_shapes": (lambda d: ramp(2, 3, device=d) @ ramp(2, 3, device=d), RuntimeError),
 }

@@ -15,6 +15,7 @@ reference to the device storage, so the memory stays allocated while gloo holds 
   kernel (the same gloo backend) and answers with the device tensors.
 """
 
+import atexit
 import hashlib
 import os
 import warnings
@@ -163,6 +164,17 @@ def _side_group(pg, timeout):
     return side
 
 
+def _drop_side_groups() -> None:
+    """At exit, while the interpreter still runs: let go of the side groups. c10d's
+    destroy_process_group() tears down the groups it knows; these it does not know, so
+    without this they would be torn down (their gloo threads joined, their connections
+    closed while the other ranks exit too) during the interpreter's finalisation, which is
+    where a gloo group that was never destroyed aborts a process (torch CPU's too)."""
+    groups = list(_side_groups.values())
+    _side_groups.clear()
+    del groups  # the last references: each group's destructor joins its threads here
+
+
 def _all_gather_bytes(side, data: bytes) -> list:
     """Every rank's ``data`` (any lengths), over the side group."""
     length = torch.tensor([len(data)], dtype=torch.int64)
@@ -277,3 +289,4 @@ def install() -> None:
         for name in _OPS:
             library.impl(name, _make_kernel(name), "PrivateUse1")
     _library = library
+    atexit.register(_drop_side_groups)

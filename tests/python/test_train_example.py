@@ -22,6 +22,17 @@ def _accuracy(out: str) -> float:
     return float(m.group(1))
 
 
+def _ranks_output(stderr: str) -> str:
+    """What the ranks wrote to stderr before torchrun's report of a failed rank (that
+    report, a long traceback of torchrun's own, would otherwise crowd out the rank's
+    last words), then the report's first lines."""
+    report = stderr.find("ChildFailedError")
+    start = stderr.rfind("Traceback (most recent call last)", 0, report) if report >= 0 else -1
+    if start < 0:
+        return stderr[-3000:]
+    return stderr[max(0, start - 4000):start] + "\n[torchrun's report]\n" + stderr[report:report + 1500]
+
+
 def test_train_example_trains_on_the_device():
     """The main job end to end: train.py reaches its accuracy on the device and names
     the engine that served it."""
@@ -45,8 +56,9 @@ def test_data_parallel_example_reaches_the_single_process_accuracy():
     ddp = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
          os.path.join(ROOT, "examples", "train_ddp.py"), "--epochs", "5", "--min-accuracy", "0.95"],
-        capture_output=True, text=True, timeout=300, env=dict(os.environ),
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONFAULTHANDLER="1"),  # a rank that dies prints its threads' stacks
     )
-    assert ddp.returncode == 0, ddp.stdout[-2000:] + ddp.stderr[-2000:]
+    assert ddp.returncode == 0, ddp.stdout[-2000:] + _ranks_output(ddp.stderr)
     assert "(2 ranks)" in ddp.stdout, ddp.stdout
     assert _accuracy(ddp.stdout) >= _accuracy(single.stdout) - 1.0

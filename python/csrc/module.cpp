@@ -4,13 +4,13 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/Generator.h>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "../../core/src/runtime/runtime.h"
+#include "c10d_on_aliases.h"
 #include "caller_location.h"
 
 namespace py = pybind11;
@@ -126,90 +126,6 @@ void wait_released() {
   openreg::wait_for_queue();
 }
 
-// A CPU tensor over a device tensor's bytes (device memory is host memory), same
-// geometry, no copy. Unlike core's per-call aliases it owns a reference to the device
-// storage, so the memory stays allocated while a library that only takes CPU tensors
-// (gloo, in distributed.py) still holds the alias, even after the caller dropped the
-// device tensor.
-at::Tensor owning_cpu_alias(const at::Tensor& t) {
-  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "openreg: expected an openreg tensor, got one on ",
-              t.device());
-  TORCH_CHECK(t.layout() == c10::kStrided, "openreg: expected a strided tensor, got layout ", t.layout());
-  c10::Storage keep = t.storage();
-  return at::from_blob(
-      t.data_ptr(), t.sizes(), t.strides(), [keep](void*) {}, at::TensorOptions().dtype(t.dtype()).device(at::kCPU));
-}
-
-// Replaces every alias (by TensorImpl) in a collective's result with its device tensor.
-c10::IValue to_device_values(const c10::IValue& v, const std::unordered_map<const c10::TensorImpl*, at::Tensor>& back) {
-  if (v.isTensor()) {
-    auto it = back.find(v.toTensor().unsafeGetTensorImpl());
-    return it == back.end() ? v : c10::IValue(it->second);
-  }
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(to_device_values(t, back).toTensor());
-    return out;
-  }
-  if (v.isList()) {
-    auto in = v.toList();
-    c10::impl::GenericList out(in.elementType());
-    for (const c10::IValue& e : in) out.push_back(to_device_values(e, back));
-    return out;
-  }
-  return v;
-}
-
-// gloo's Work for a collective on CPU aliases of device tensors, seen from the device:
-// wait() is gloo's (it raises gloo's error, as on CPU tensors) and the future gives the
-// device tensors (DDP's reducer reads its reduced bucket from it).
-class DeviceWork : public c10d::Work {
- public:
-  DeviceWork(c10::intrusive_ptr<c10d::Work> inner, c10::intrusive_ptr<c10::ivalue::Future> future)
-      : inner_(std::move(inner)), future_(std::move(future)) {}
-  bool isCompleted() override { return inner_->isCompleted(); }
-  bool isSuccess() const override { return inner_->isSuccess(); }
-  std::exception_ptr exception() const override { return inner_->exception(); }
-  int sourceRank() const override { return inner_->sourceRank(); }
-  std::vector<at::Tensor> result() override { return future_->value().toTensorVector(); }
-  void synchronize() override { inner_->synchronize(); }
-  bool wait(std::chrono::milliseconds timeout) override {
-    bool done = inner_->wait(timeout);
-    future_->waitAndThrow();  // the mapping callback has run
-    return done;
-  }
-  void abort() override { inner_->abort(); }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-
- private:
-  c10::intrusive_ptr<c10d::Work> inner_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
-
-// aliases[i] is the CPU alias of devices[i]. Works without a future (gloo's send and
-// recv) come back as they are: their results are not read.
-c10::intrusive_ptr<c10d::Work> device_work(const c10::intrusive_ptr<c10d::Work>& work,
-                                           const std::vector<at::Tensor>& aliases,
-                                           const std::vector<at::Tensor>& devices) {
-  TORCH_CHECK(aliases.size() == devices.size(), "openreg: ", aliases.size(), " aliases for ", devices.size(),
-              " device tensors");
-  c10::intrusive_ptr<c10::ivalue::Future> inner;
-  try {
-    inner = work->getFuture();
-  } catch (const c10::Error&) {
-    return work;
-  }
-  std::unordered_map<const c10::TensorImpl*, at::Tensor> back;
-  for (size_t i = 0; i < aliases.size(); ++i) back.emplace(aliases[i].unsafeGetTensorImpl(), devices[i]);
-  auto mapped = inner->then(
-      [back = std::move(back)](c10::ivalue::Future& f) -> c10::IValue {
-        if (f.hasError()) std::rethrow_exception(f.exception_ptr());
-        return to_device_values(f.value(), back);
-      },
-      inner->elementType());
-  return c10::make_intrusive<DeviceWork>(work, mapped);
-}
-
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -230,8 +146,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_in_bad_fork", &openreg::in_bad_fork);
   // Readers of what the worker counts wait for the queued work first.
   m.def("_wait_for_queue", &openreg::wait_for_queue, py::call_guard<py::gil_scoped_release>());
-  m.def("_cpu_alias", &owning_cpu_alias);
-  m.def("_device_work", &device_work);
+  openreg_python::bind_c10d_on_aliases(m);
   m.def("_device_count", [] { return static_cast<int>(openreg::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(openreg::current_device()); });
   m.def("_set_device", [](int i) { openreg::set_device(static_cast<c10::DeviceIndex>(i)); });

@@ -1,8 +1,9 @@
 """torch.distributed on openreg tensors through gloo (docs/design.md, "Distributed (gloo)").
 
 Device memory is host memory, so gloo reads and writes openreg tensors in place through
-CPU tensors over the same bytes (``_C._cpu_alias``: no copy, and the alias owns a
-reference to the device storage, so the memory stays allocated while gloo holds it).
+CPU tensors over the same bytes (``_C._call_on_cpu_aliases``, python/csrc/c10d_on_aliases.cpp:
+no copy, and each alias owns a reference to the device storage, so the memory stays
+allocated while gloo holds it).
 :func:`install` (run by ``import openreg``) does two things:
 
 - it tells c10d that gloo serves the ``openreg`` device, so ``init_process_group("gloo")``
@@ -36,29 +37,15 @@ _OPS = (
 _library = None  # the torch.library.Library that holds the kernels
 
 
-class _Aliases:
-    """The CPU aliases made for one call, and the device tensors they stand for."""
-
-    def __init__(self):
-        self.aliases, self.devices, self.by_id = [], [], {}
-
-    def to_cpu(self, x):
-        if isinstance(x, torch.Tensor) and x.device.type == "openreg":
-            alias = _C._cpu_alias(x)
-            self.aliases.append(alias)
-            self.devices.append(x)
-            self.by_id[id(alias)] = x
-            return alias
-        if isinstance(x, (list, tuple)):
-            return type(x)(self.to_cpu(v) for v in x)
-        return x
-
-    def to_device(self, x):
-        if isinstance(x, torch.Tensor):
-            return self.by_id.get(id(x), x)
-        if isinstance(x, (list, tuple)):
-            return type(x)(self.to_device(v) for v in x)
-        return x
+def _device_indices(x, out: set) -> set:
+    """The indices of the openreg devices of the tensors in x (a tensor, or lists of them)."""
+    if isinstance(x, torch.Tensor):
+        if x.device.type == "openreg":
+            out.add(x.device.index)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            _device_indices(v, out)
+    return out
 
 
 def _check_gloo(pg):
@@ -244,29 +231,19 @@ def _check_agreement(name: str, args: dict, pg, backend):
     return wait_for_agreement
 
 def _make_kernel(name: str):
-    import torch.distributed as dist
-
-    cpu_op = getattr(torch.ops.c10d, name).default
-    arg_names = [a.name for a in cpu_op._schema.arguments]
+    arg_names = [a.name for a in getattr(torch.ops.c10d, name).default._schema.arguments]
 
     def kernel(*args, **kwargs):
         named = dict(zip(arg_names, args), **kwargs)
         pg, backend = _check_gloo(named["process_group"])
         wait_for_agreement = _check_agreement(name, named, pg, backend)
-        calls = _Aliases()
-        cpu_args = calls.to_cpu(args)
-        cpu_kwargs = {k: calls.to_cpu(v) for k, v in kwargs.items()}
         # Ordered after the work queued before it: the host waits for the queue (and an
         # earlier op's asynchronous error is raised here).
-        for index in {t.device.index for t in calls.devices}:
+        for index in _device_indices(list(named.values()), set()):
             torch.openreg.synchronize(index)
         if wait_for_agreement is not None:
             wait_for_agreement()
-        out = cpu_op(*cpu_args, **cpu_kwargs)
-        tensors, work = out if isinstance(out, tuple) else (None, out)
-        work = dist.Work.unbox(work)
-        work = _C._device_work(work, calls.aliases, calls.devices).boxed()
-        return work if tensors is None else (calls.to_device(tensors), work)
+        return _C._call_on_cpu_aliases(name, *args, **kwargs)
 
     kernel.__name__ = f"openreg_{name.strip('_')}"
     return kernel

@@ -1,13 +1,13 @@
 // torch.distributed on openreg tensors: a c10d op's CPU kernel (gloo) run on CPU
 // aliases of the device tensors (device memory is host memory: no copy).
 //
-// The aliases are made here, in C++, and never reach Python. gloo's threads hold them
-// until a collective ends and may drop them last; a tensor that once had a Python
-// object keeps it (PyTorch preserves it while C++ holds the tensor), and freeing it
-// then takes the GIL, on gloo's thread, at any time, also while the interpreter
-// finalises, which ends the thread inside a destructor and aborts the process. Made
-// here, an alias never has a Python object, so gloo's threads free it without the GIL,
-// as they free the CPU tensors that DDP's reducer hands them.
+// The aliases are made here, in C++, and never reach Python. A tensor with a Python
+// object gives that object a reference while C++ holds the tensor, so the thread that
+// drops such a tensor takes the GIL (torch 2.13: TensorImpl::decref_pyobject). gloo's
+// threads drop a collective's aliases, often last; made here, an alias has no Python
+// object and they free it without the GIL. (The device tensors the kernel was called
+// with do have Python objects, as CPU tensors made in Python do when torch hands them
+// to gloo: releasing those still takes the GIL on gloo's thread, as on CPU.)
 #include "c10d_on_aliases.h"
 
 #include <ATen/ATen.h>

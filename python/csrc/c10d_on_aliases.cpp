@@ -1,23 +1,32 @@
-// torch.distributed on openreg tensors: a c10d op's CPU kernel (gloo) run on CPU
-// aliases of the device tensors (device memory is host memory: no copy).
+// torch.distributed on openreg tensors: the PrivateUse1 kernel of every c10d op. It runs
+// the op's CPU kernel (gloo) on CPU aliases of the device tensors (device memory is host
+// memory: no copy), after openreg.distributed's checks and the device's queue.
 //
-// The aliases are made here, in C++, and never reach Python. A tensor with a Python
-// object gives that object a reference while C++ holds the tensor, so the thread that
-// drops such a tensor takes the GIL (torch 2.13: TensorImpl::decref_pyobject). gloo's
-// threads drop a collective's aliases, often last; made here, an alias has no Python
-// object and they free it without the GIL. (The device tensors the kernel was called
-// with do have Python objects, as CPU tensors made in Python do when torch hands them
-// to gloo: releasing those still takes the GIL on gloo's thread, as on CPU.)
+// The kernel is C++ so that the tensors of a collective never reach Python. In torch
+// 2.13 a tensor that has a Python object gives that object a reference while C++ holds
+// the tensor, and the thread that drops such a tensor takes the GIL
+// (TensorImpl::decref_pyobject). gloo's threads drop a collective's tensors, often last,
+// and a Python kernel gives every tensor it is called with a Python object, DDP's
+// buckets included; a thread that asks for the GIL of a finalising interpreter aborts
+// the process. Made and passed here, the aliases and the device tensors DDP hands over
+// have no Python object, and gloo's threads free them as they free CPU buckets. Python
+// sees the op's arguments with each device tensor as a meta tensor of its shape and
+// dtype: enough for the checks.
 #include "c10d_on_aliases.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/library.h>
 
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace openreg_python {
 
@@ -115,32 +124,80 @@ c10::intrusive_ptr<c10d::Work> device_work(const c10::intrusive_ptr<c10d::Work>&
   return c10::make_intrusive<DeviceWork>(work, mapped);
 }
 
-py::object call_on_cpu_aliases(const std::string& name, const py::args& args, const py::kwargs& kwargs) {
-  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(("c10d::" + name).c_str(), "");
-  torch::jit::Stack stack = torch::jit::createStackForSchema(op.schema(), args, kwargs, std::nullopt);
-  DeviceOfAlias devices;
-  for (c10::IValue& v : stack) v = to_aliases(v, devices);
+// openreg.distributed._before_collective(name, args): checks the process group and
+// starts the ranks' agreement check; returns a function that waits for its answer, or
+// None. Set once, never released (it must outlive every collective).
+PyObject* g_before_collective = nullptr;
+
+// Raises the Python error set on this thread as torch's python_error, kept so that it
+// reaches Python intact from any thread (DDP calls collectives from autograd's).
+[[noreturn]] void throw_python_error() {
+  python_error e;  // torch/csrc/Exceptions.h (global namespace)
+  e.persist();
+  throw std::move(e);
+}
+
+void device_collective(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const size_t n = schema.arguments().size();
+  const auto args = stack->end() - static_cast<std::ptrdiff_t>(n);
+  std::set<c10::DeviceIndex> indices;
   {
-    py::gil_scoped_release no_gil;  // gloo's kernel may wait (a barrier); it never needs the GIL
-    op.callBoxed(&stack);           // CPU tensors now: the op's CPU kernel, gloo
-  }
-  for (c10::IValue& v : stack) {
-    if (v.isCustomClass()) {
-      auto work = v.toCustomClass<c10d::Work>();
-      v = c10::IValue(device_work(work, devices));
-    } else {
-      v = to_devices(v, devices);
+    py::gil_scoped_acquire gil;
+    py::tuple seen(n);
+    for (size_t i = 0; i < n; ++i) {
+      seen[i] = torch::jit::toPyObject(map_tensors(args[i], [&](const at::Tensor& t) -> at::Tensor {
+        if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) return t;
+        indices.insert(t.device().index());
+        return at::empty(t.sizes(), t.options().device(c10::kMeta));
+      }));
     }
+    py::str name(schema.operator_name().name.substr(std::string("c10d::").size()));
+    PyObject* wait = PyObject_CallFunctionObjArgs(g_before_collective, name.ptr(), seen.ptr(), nullptr);
+    if (!wait) throw_python_error();
+    py::object wait_for_agreement = py::reinterpret_steal<py::object>(wait);
+    // Ordered after the work queued before it: the host waits for the queue (and an
+    // earlier op's asynchronous error is raised here), while the ranks compare.
+    {
+      py::gil_scoped_release no_gil;
+      const auto* guard = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1);
+      for (c10::DeviceIndex index : indices) guard->synchronizeDevice(index);
+    }
+    if (!wait_for_agreement.is_none() && !PyObject_CallNoArgs(wait_for_agreement.ptr())) throw_python_error();
   }
-  return torch::jit::createPyObjectForStack(std::move(stack));
+  DeviceOfAlias devices;
+  for (auto it = args; it != stack->end(); ++it) *it = to_aliases(*it, devices);
+  op.callBoxed(stack);  // CPU tensors now: the op's CPU kernel, gloo
+  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(schema.returns().size()); it != stack->end(); ++it) {
+    *it = it->isCustomClass() ? c10::IValue(device_work(it->toCustomClass<c10d::Work>(), devices))
+                              : to_devices(*it, devices);
+  }
+}
+
+// Swallows the dispatcher's one warning per op that its PrivateUse1 kernel is replaced:
+// replacing torch's (which hands device tensors to gloo, which refuses them) is the point.
+struct Quiet : c10::WarningHandler {
+  void process(const c10::Warning&) override {}
+};
+
+void register_kernels(const std::vector<std::string>& names, py::object before_collective) {
+  TORCH_CHECK(g_before_collective == nullptr, "openreg: the c10d kernels are registered already");
+  g_before_collective = before_collective.release().ptr();
+  static auto* library =
+      new torch::Library(torch::Library::IMPL, "c10d", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  Quiet quiet;
+  c10::WarningUtils::WarningHandlerGuard guard(&quiet);
+  for (const std::string& name : names) {
+    library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&device_collective>());
+  }
 }
 
 }  // namespace
 
 void bind_c10d_on_aliases(py::module& m) {
-  m.def("_call_on_cpu_aliases", &call_on_cpu_aliases,
-        "c10d op `name` (e.g. 'allreduce_') on CPU aliases of the openreg tensors among its arguments; "
-        "the results and the work's future give the device tensors");
+  m.def("_register_c10d_kernels", &register_kernels,
+        "registers the PrivateUse1 kernel of the c10d ops `names`; before_collective(name, args) is "
+        "openreg.distributed's check");
 }
 
 }  // namespace openreg_python

@@ -5,7 +5,7 @@
 
 namespace openreg_python {
 
-// Adds _C._call_on_cpu_aliases(name, *args, **kwargs).
+// Adds _C._register_c10d_kernels(names, before_collective).
 void bind_c10d_on_aliases(pybind11::module& m);
 
 }  // namespace openreg_python

@@ -1,25 +1,25 @@
 """torch.distributed on openreg tensors through gloo (docs/design.md, "Distributed (gloo)").
 
 Device memory is host memory, so gloo reads and writes openreg tensors in place through
-CPU tensors over the same bytes (``_C._call_on_cpu_aliases``, python/csrc/c10d_on_aliases.cpp:
-no copy, and each alias owns a reference to the device storage, so the memory stays
-allocated while gloo holds it).
+CPU tensors over the same bytes (no copy; each alias owns a reference to the device
+storage, so the memory stays allocated while gloo holds it).
 :func:`install` (run by ``import openreg``) does two things:
 
 - it tells c10d that gloo serves the ``openreg`` device, so ``init_process_group("gloo")``
   and ``"cpu:gloo,openreg:gloo"`` both register the process group's gloo backend for it
   (and ``init_process_group()`` without a backend picks gloo for openreg);
 - it replaces torch's PrivateUse1 kernels of the c10d ops (they hand device tensors to the
-  backend, and gloo only takes CPU and CUDA tensors) with one that checks that the ranks
-  agree on the collective, its shapes and dtypes (:func:`_check_agreement`), waits for the
-  device's queued work, swaps every openreg tensor for its CPU alias, runs the op's CPU
-  kernel (the same gloo backend) and answers with the device tensors.
+  backend, and gloo only takes CPU and CUDA tensors) with one, in C++
+  (python/csrc/c10d_on_aliases.cpp), that asks :func:`_before_collective` to check the
+  backend and that the ranks agree on the collective, its shapes and dtypes
+  (:func:`_check_agreement`), waits for the device's queued work, swaps every openreg
+  tensor for its CPU alias, runs the op's CPU kernel (the same gloo backend) and answers
+  with the device tensors. The tensors never reach Python (the C++ file says why).
 """
 
 import atexit
 import hashlib
 import os
-import warnings
 
 import torch
 
@@ -34,18 +34,7 @@ _OPS = (
     "barrier", "send", "recv_", "recv_any_source_",
 )
 
-_library = None  # the torch.library.Library that holds the kernels
-
-
-def _device_indices(x, out: set) -> set:
-    """The indices of the openreg devices of the tensors in x (a tensor, or lists of them)."""
-    if isinstance(x, torch.Tensor):
-        if x.device.type == "openreg":
-            out.add(x.device.index)
-    elif isinstance(x, (list, tuple)):
-        for v in x:
-            _device_indices(v, out)
-    return out
+_installed = False
 
 
 def _check_gloo(pg):
@@ -230,40 +219,31 @@ def _check_agreement(name: str, args: dict, pg, backend):
 
     return wait_for_agreement
 
-def _make_kernel(name: str):
-    arg_names = [a.name for a in getattr(torch.ops.c10d, name).default._schema.arguments]
+_ARG_NAMES = {}  # c10d op name -> the names of its arguments, in order
 
-    def kernel(*args, **kwargs):
-        named = dict(zip(arg_names, args), **kwargs)
-        pg, backend = _check_gloo(named["process_group"])
-        wait_for_agreement = _check_agreement(name, named, pg, backend)
-        # Ordered after the work queued before it: the host waits for the queue (and an
-        # earlier op's asynchronous error is raised here).
-        for index in _device_indices(list(named.values()), set()):
-            torch.openreg.synchronize(index)
-        if wait_for_agreement is not None:
-            wait_for_agreement()
-        return _C._call_on_cpu_aliases(name, *args, **kwargs)
 
-    kernel.__name__ = f"openreg_{name.strip('_')}"
-    return kernel
+def _before_collective(name: str, args: tuple):
+    """What the c10d ops' PrivateUse1 kernel (python/csrc/c10d_on_aliases.cpp) asks before
+    it runs op ``name``: checks the process group's backend and starts the ranks' agreement
+    check; returns the function that waits for its answer, or None. ``args`` are the op's
+    arguments, each openreg tensor as a meta tensor of its shape and dtype."""
+    named = dict(zip(_ARG_NAMES[name], args))
+    pg, backend = _check_gloo(named["process_group"])
+    return _check_agreement(name, named, pg, backend)
 
 
 def install() -> None:
     """Let gloo serve the openreg device (idempotent; nothing without gloo)."""
-    global _library
-    if _library is not None or not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+    global _installed
+    if _installed or not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
         return
     from torch.distributed import Backend
 
     if "openreg" not in Backend.backend_capability[Backend.GLOO]:
         Backend.backend_capability[Backend.GLOO].append("openreg")
     Backend.default_device_backend_map.setdefault("openreg", Backend.GLOO)
-    library = torch.library.Library("c10d", "IMPL")
-    with warnings.catch_warnings():
-        # Replacing torch's PrivateUse1 kernels is the point; its one-time warning is no news.
-        warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
-        for name in _OPS:
-            library.impl(name, _make_kernel(name), "PrivateUse1")
-    _library = library
+    for name in _OPS:
+        _ARG_NAMES[name] = [a.name for a in getattr(torch.ops.c10d, name).default._schema.arguments]
+    _C._register_c10d_kernels(list(_OPS), _before_collective)
+    _installed = True
     atexit.register(_drop_side_groups)

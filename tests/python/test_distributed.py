@@ -28,6 +28,11 @@ def _run_ranks(case, tmp_path):
     for rank, (code, out) in enumerate(ranks.finish(procs, case, RANK_TIMEOUT)):
         assert code == 0, f"{case}: rank {rank} failed (exit {code}):\n{out[-6000:]}"
         assert f"{case} rank {rank} ok" in out, out[-3000:]
+        # The checked collectives made a side group; none may be left to the interpreter's
+        # finalisation (under TORCH_DISTRIBUTED_DEBUG=DETAIL torch's wrapper checks instead).
+        made = 0 if case == "mismatch" else 1
+        assert f"side groups after the last collective: {made}" in out, out[-3000:]
+        assert "side groups alive at exit: 0" in out, out[-3000:]
 
 
 # "default": init_process_group() without a backend, which picks by the accelerator.
@@ -367,8 +372,24 @@ def _rank_main(case, rank, store_dir):
     _init(rank, store, backend)
     {"ddp": _ddp, "mismatch": _mismatch}.get(case, _collectives)(rank)
     dist.destroy_process_group()
+    print(f"side groups after the last collective: {len(sys.modules['openreg.distributed']._side_groups)}")
     print(f"{case} rank {rank} ok", flush=True)
 
 
+def _report_side_groups_at_exit():
+    """Registered before torch (and openreg) is imported, so it runs after openreg's own
+    exit hooks (atexit runs last-in first-out) and before the interpreter finalises: says
+    how many of openreg's agreement-check groups are still alive then (docs/design.md,
+    "The side groups end before the interpreter does")."""
+    import atexit
+
+    def report():
+        side_groups = sys.modules["openreg.distributed"]._side_groups
+        print(f"side groups alive at exit: {len(side_groups)}", flush=True)
+
+    atexit.register(report)
+
+
 if __name__ == "__main__":
+    _report_side_groups_at_exit()
     _rank_main(sys.argv[1], int(sys.argv[2]), sys.argv[3])

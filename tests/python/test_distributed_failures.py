@@ -53,6 +53,16 @@ def test_lost_rank_fails_collectives_within_timeout(tmp_path, failure):
         assert code1 == -signal.SIGKILL, (code1, out1[-2000:])
 
 
+def test_lost_rank_fails_ddp_backward_with_the_checks_error(tmp_path):
+    # DDP runs its gradient all_reduce from autograd's device thread: the check's error,
+    # raised in Python there, must reach rank 0's backward() as that RuntimeError.
+    procs = _start_ranks("ddp_backward", tmp_path)
+    (code0, out0), (code1, out1) = _finish(procs, "ddp_backward", stop_after_first=True)
+    assert code0 == 0, f"rank 0 failed (exit {code0}):\n{out0[-6000:]}\nrank 1:\n{out1[-2000:]}"
+    assert "ddp_backward rank 0 ok" in out0, out0[-3000:]
+    assert code1 == 3, (code1, out1[-2000:])
+
+
 # ------------------------------------------------------------ mismatched collectives
 
 
@@ -135,6 +145,32 @@ def _lost_rank(rank, failure):
     os._exit(0)  # the groups are broken: skip their teardown
 
 
+def _lost_in_ddp_backward(rank):
+    import torch
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel
+
+    # No buffers to broadcast: after the first steps (and DDP's bucket rebuild), the
+    # backward's all_reduce is a step's only collective.
+    model = DistributedDataParallel(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("openreg"),
+                                    broadcast_buffers=False)
+    for _ in range(2):
+        model(torch.randn(4, 8, device="openreg")).sum().backward()
+    if rank == 1:
+        sys.stdout.flush()
+        os._exit(3)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        model(torch.randn(4, 8, device="openreg")).sum().backward()
+    took = time.monotonic() - start
+    message = str(info.value)
+    print(f"ddp backward: {type(info.value).__name__} after {took:.1f}s: {message}", flush=True)
+    assert took < PG_TIMEOUT.total_seconds() + SLACK, f"raised after {took:.1f}s"
+    assert message.startswith("openreg: all_reduce on openreg tensors, rank 0 of process group"), message
+    print("ddp_backward rank 0 ok", flush=True)
+    os._exit(0)  # the group is broken: skip its teardown
+
+
 def _mismatch(rank):
     import torch
     import torch.distributed as dist
@@ -201,6 +237,8 @@ def _rank_main(case, rank, store_dir):
     _init(rank, store_dir)
     if case.startswith("lost_"):
         _lost_rank(rank, case.removeprefix("lost_"))
+    elif case == "ddp_backward":
+        _lost_in_ddp_backward(rank)
     else:
         _mismatch(rank)
     dist.destroy_process_group()

@@ -8,29 +8,24 @@ engine, with 1 and 2 threads.
     python bench/models.py --quick                      # a smoke run: checks the script runs
 
 ratio = openreg time / torch CPU time: above 1.0x the device is SLOWER (as in
-bench/overhead.py). Each side runs in child processes of its own (this script
-with --child): torch CPU in processes that never use the device, each engine
-(the engine is chosen when the device initialises) in processes of its own,
---passes of each, interleaved, so that a slow spell of this shared machine
-does not land on one side; the order rotates by one side each pass
-(pass_order; why: docs/design.md, "Bench method"). In a child, for each
-thread count, each model is built from the same seed and timed in rounds after
-warm-up steps; a side's step time is the median round over all its processes.
-A ratio pairs each pass's engine process with that pass's torch CPU process (the
-two ran at most minutes apart) and takes the median over passes of their median
-rounds' quotient: this machine's speed drifts by up to 2x between passes, and a
-quotient of medians pooled over all passes let that drift decide rows (GPT-2
-inference at 2 threads: 1.14x pooled, passes 0.66-0.95x). A round is --steps calls
-of the step, ended by reading the last result (``.item()``), so the figures
-stay right if ops become asynchronous.
+bench/overhead.py). Each side has a process of its own (this script with
+--serve), all alive together: torch CPU's never uses the device, and each
+engine's (the engine is chosen when the device initialises) runs only that
+engine or chain. For each thread count, model and mode every side builds the
+model from the same seed and warms up; then the sides take turns, one round
+each, the order rotated by one side each round (round_order), with a pause
+before each round; that is one pass, and --passes repeats it with new processes.
+A round is one untimed step (the caches warm again after the other sides'
+turns), then --steps calls ended by reading the last result (``.item()``, so
+the figures stay right if ops become asynchronous). A side's step time is its
+median round; a ratio is the median over rounds of the engine's round / torch
+CPU's round of the same turn, which ran seconds apart: this machine's speed
+drifts by up to 2x within minutes (why: docs/design.md, "Bench method").
 
 Why torch CPU does not share the engines' processes: at 2 threads on a 2-CPU
 machine, torch CPU's LSTM training step took 6.7-9.7 ms in a process of its own
-and 22-31 ms once the device had run in the process. The cause was libgomp
-spinning only ~100 iterations once a process holds more OpenMP team threads than
-CPUs (the worker's team beside the Python thread's); openreg now releases an idle
-team (docs/design.md, "The host's threads"), which brought that step to 8.9 ms
-against 7.0 alone, but a process of its own still leaves nothing to chance.
+and 22-31 ms once the device had run in the process (docs/design.md, "Bench
+method").
 
 This is a benchmark, not a test: it asserts nothing about the timings. Issue
 12's targets are printed beside the figures; --check exits 1 when one is missed.
@@ -43,7 +38,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,71 +56,78 @@ MODES = ("train", "infer")
 # Issue 12's targets: step time device/CPU, at most, on every model, mode and thread count.
 TARGETS = {"onednn": 0.9, "eigen": 1.2, "aten_ref": 1.3}
 MODEL_TARGETS = {("onednn", "digits CNN", "train"): 0.8}
+# The pause before each round: longer than an idle OpenMP thread of the side that ran
+# before spins (GOMP_SPINCOUNT's default: 5-8 ms here; docs/design.md, "The host's threads").
+SETTLE_SECONDS = 0.02
 
 
 def target_for(engine, model, mode):
     return MODEL_TARGETS.get((engine, model, mode), TARGETS.get(engine))
 
 
-# ------------------------------------------------------------------ child: measure
+# ------------------------------------------------------------------ side: measure
 
-def measure(fn, rounds, steps, warmup):
-    """Seconds per step of each round of `fn` (a round: `steps` calls, then .item())."""
-    for _ in range(warmup):
-        fn()
+def timed_round(fn, steps):
+    """Seconds per step of one round: one untimed step (the caches warm again after the
+    other sides' rounds), then `steps` calls, ended by reading the last result."""
     fn().item()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(steps):
-            out = fn()
-        out.item()
-        times.append((time.perf_counter() - start) / steps)
-    return times
+    start = time.perf_counter()
+    for _ in range(steps):
+        out = fn()
+    out.item()
+    return (time.perf_counter() - start) / steps
 
 
-def child(args):
-    """One process's rounds: torch CPU's (--label cpu; the device is never used) or one
-    engine's (the chain OPENREG_ENGINE or the tuned default chain)."""
+def serve(args):
+    """A side's process: torch CPU's (--label cpu; the device is never used) or one
+    engine's (the chain OPENREG_ENGINE or the tuned default chain). It answers the
+    parent's requests, a JSON line each way; the replies go to the stdout it started
+    with, anything else printed (by Python or C++) to stderr."""
+    reply = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
     import torch
     import model_zoo
 
     on_cpu = args.label == CPU
     if on_cpu:
-        out = {"engine": CPU, "threads": {}}
+        hello = {"engine": CPU}
     else:
         import openreg
         torch.ones(1, device="openreg")  # loads the chain
         info = openreg.info()
         engine = info["chain"][0]
-        out = {"engine": args.label or engine, "chain": info["chain"], "tuned_routes": info.get("tuned_routes"),
-               "version": next((e["version"] for e in info["engines"] if e["name"] == engine), "?"),
-               "threads": {}}
-    for threads in args.threads:
-        torch.set_num_threads(threads)
-        per_model = {}
-        for name in args.models:
-            w = model_zoo.build(name, "cpu" if on_cpu else "openreg")
-            per_model[name] = {}
-            for mode in args.modes:
-                if on_cpu:
-                    per_model[name][mode] = {"rounds": measure(getattr(w, mode), args.rounds, args.steps, args.warmup)}
-                    continue
-                openreg.reset_stats()
-                per_model[name][mode] = {"rounds": measure(getattr(w, mode), args.rounds, args.steps, args.warmup)}
-                served = openreg.stats()
-                # Ops served by a later engine of the chain (for the tuned chain: by aten_ref).
-                later = {"aten_ref", "host_ref"} if args.label == TUNED else set(info["chain"][1:]) | {"host_ref"}
-                per_model[name][mode]["fallback_ops"] = sorted(
-                    op for op, counts in served.items() if any(e in later for e in counts))
-            del w
-        out["threads"][str(threads)] = per_model
-    with open(args.child, "w") as f:
-        json.dump(out, f)
+        hello = {"engine": args.label or engine, "chain": info["chain"], "tuned_routes": info.get("tuned_routes"),
+                 "version": next((e["version"] for e in info["engines"] if e["name"] == engine), "?")}
+        # Ops served by a later engine of the chain (for the tuned chain: by aten_ref).
+        later = {"aten_ref", "host_ref"} if args.label == TUNED else set(info["chain"][1:]) | {"host_ref"}
+    reply.write(json.dumps(hello) + "\n")
+    built = None  # ((threads, model), workload)
+    for line in sys.stdin:
+        req = json.loads(line)
+        key = (req["threads"], req["model"])
+        if built is None or built[0] != key:
+            built = None  # the previous model goes before the next is built
+            torch.set_num_threads(req["threads"])
+            built = (key, model_zoo.build(req["model"], "cpu" if on_cpu else "openreg"))
+        fn = getattr(built[1], req["mode"])
+        if "warmup" in req:
+            for _ in range(req["warmup"]):
+                fn()
+            fn().item()
+            reply.write("{}\n")
+            continue
+        if on_cpu:
+            reply.write(json.dumps({"seconds": timed_round(fn, req["steps"])}) + "\n")
+            continue
+        openreg.reset_stats()
+        seconds = timed_round(fn, req["steps"])
+        served = openreg.stats()
+        reply.write(json.dumps({"seconds": seconds, "fallback_ops": sorted(
+            op for op, counts in served.items() if any(e in later for e in counts))}) + "\n")
     return 0
 
 
-# ------------------------------------------------------------------ parent: report
+# ------------------------------------------------------------------ parent: run the sides
 
 def fail(message):
     print(f"models.py: {message}", file=sys.stderr)
@@ -157,44 +158,85 @@ def engines_to_run(arg):
     return engines + [TUNED]
 
 
-def run_child(engine, args):
-    """engine: an engine, TUNED, or CPU (torch CPU's rounds, in a process that never uses the device)."""
-    from openreg import tuning
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "figures.json")
-        argv = [sys.executable, os.path.abspath(__file__), "--child", path,
-                "--threads", ",".join(map(str, args.threads)), "--rounds", str(args.rounds),
-                "--steps", str(args.steps), "--warmup", str(args.warmup),
-                "--models", ",".join(args.models), "--modes", ",".join(args.modes)]
-        if engine == TUNED:  # the default chain with this machine's table
+class Side:
+    """One side's process (bench/models.py --serve): an engine, TUNED, or CPU (torch
+    CPU's rounds, in a process that never uses the device)."""
+
+    def __init__(self, name):
+        from openreg import tuning
+        self.name = name
+        argv = [sys.executable, os.path.abspath(__file__), "--serve"]
+        if name == TUNED:  # the default chain with this machine's table
             env = {k: v for k, v in os.environ.items() if k != "OPENREG_ENGINE"}
             env["OPENREG_ROUTES"] = tuning.table_path()
             argv += ["--label", TUNED]
-        elif engine == CPU:
+        elif name == CPU:
             env = dict(os.environ)
             argv += ["--label", CPU]
         else:
-            env = {**os.environ, "OPENREG_ENGINE": engine, "OPENREG_ROUTES": "off"}
-        proc = subprocess.run(argv, env=env)
-        if proc.returncode != 0:
-            fail(f"the run on {'torch CPU' if engine == CPU else f'engine {engine!r}'} failed (exit {proc.returncode})")
-        with open(path) as f:
-            out = json.load(f)
-        if engine == TUNED and not out.get("tuned_routes"):
+            env = {**os.environ, "OPENREG_ENGINE": name, "OPENREG_ROUTES": "off"}
+        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.hello = self._reply()
+        if name == TUNED and not self.hello.get("tuned_routes"):
             fail(f"the tuned routing table {tuning.table_path()} was not followed (made for other engine builds?): "
                  "run `python -m openreg tune` again")
-        return out
+
+    def _reply(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            code = self.proc.wait()
+            fail(f"the process of {'torch CPU' if self.name == CPU else f'engine {self.name!r}'} ended "
+                 f"(exit {code}); its stderr is above")
+        return json.loads(line)
+
+    def ask(self, **request):
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        return self._reply()
+
+    def close(self):
+        self.proc.stdin.close()
+        if self.proc.wait() != 0:
+            fail(f"the process of {self.name!r} exited with {self.proc.returncode}")
 
 
-def pass_order(sides, k):
-    """The order of the sides' processes in pass k: rotated by k, so that every side
-    holds every position once in len(sides) passes."""
+def round_order(sides, k):
+    """The order of the sides' rounds in round k: rotated by k, so that every side
+    holds every position once in len(sides) rounds."""
     k %= len(sides)
     return sides[k:] + sides[:k]
 
 
+def run_pass(sides, args, first_round):
+    """One process per side, alive together; for each thread count, model and mode each
+    side warms up, then the sides take rounds in turn (round_order), each after a pause
+    that lets the previous side's idle OpenMP threads stop spinning. Returns each side's
+    figures: hello plus threads -> model -> mode -> rounds (and fallback_ops)."""
+    procs = {name: Side(name) for name in sides}
+    out = {name: {**p.hello, "threads": {}} for name, p in procs.items()}
+    for threads in args.threads:
+        for model in args.models:
+            for mode in args.modes:
+                where = {"threads": threads, "model": model, "mode": mode}
+                figs = {}
+                for name, p in procs.items():
+                    p.ask(**where, warmup=args.warmup)
+                    figs[name] = out[name]["threads"].setdefault(str(threads), {}).setdefault(model, {})[mode] = \
+                        {"rounds": []} if name == CPU else {"rounds": [], "fallback_ops": []}
+                for k in range(args.rounds):
+                    for name in round_order(sides, first_round + k):
+                        time.sleep(SETTLE_SECONDS)
+                        r = procs[name].ask(**where, steps=args.steps)
+                        figs[name]["rounds"].append(r["seconds"])
+                        if "fallback_ops" in r:
+                            figs[name]["fallback_ops"] = sorted(set(figs[name]["fallback_ops"]) | set(r["fallback_ops"]))
+    for p in procs.values():
+        p.close()
+    return out
+
+
 def merge(passes):
-    """One side's passes (child processes) as one result: every round of every pass."""
+    """One side's passes (processes) as one result: every round of every pass, in order."""
     out = passes[0]
     for extra in passes[1:]:
         for t, per_model in extra["threads"].items():
@@ -207,20 +249,18 @@ def merge(passes):
     return out
 
 
-def pass_ratios(dev_rounds, cpu_rounds, passes):
-    """Per pass: the engine's median round / torch CPU's median round in that pass.
-    Each side's rounds are its passes' rounds, pass after pass."""
-    if len(dev_rounds) != len(cpu_rounds) or len(dev_rounds) % passes:
-        raise ValueError(f"{len(dev_rounds)} and {len(cpu_rounds)} rounds do not split into {passes} passes")
-    n = len(dev_rounds) // passes
-    return [statistics.median(dev_rounds[k * n:(k + 1) * n]) / statistics.median(cpu_rounds[k * n:(k + 1) * n])
-            for k in range(passes)]
+def paired_ratio(dev_rounds, cpu_rounds):
+    """The median over rounds of the engine's round / torch CPU's round of the same
+    index (the two ran a few seconds apart at most): the machine's speed drifts by up to
+    2x within minutes, and a quotient of medians let that drift decide rows."""
+    if len(dev_rounds) != len(cpu_rounds):
+        raise ValueError(f"{len(dev_rounds)} engine rounds against {len(cpu_rounds)} torch CPU rounds")
+    return statistics.median(d / c for d, c in zip(dev_rounds, cpu_rounds))
 
 
-
-def summarise(cpu, results, passes):
+def summarise(cpu, results):
     """Step times: the median round of each side over all its processes (torch CPU's is
-    one figure per row: model, mode, thread count); ratios: paired pass by pass."""
+    one figure per row: model, mode, thread count); ratios: paired round by round."""
     for t, per_model in results[0]["threads"].items():
         for name, per_mode in per_model.items():
             for mode in per_mode:
@@ -230,8 +270,15 @@ def summarise(cpu, results, passes):
                     fig = r["threads"][t][name][mode]
                     fig["cpu_ms"] = cpu_ms
                     fig["dev_ms"] = statistics.median(fig["rounds"]) * 1e3
-                    fig["pass_ratios"] = pass_ratios(fig["rounds"], cpu_rounds, passes)
-                    fig["ratio"] = statistics.median(fig["pass_ratios"])  # pairs each pass's processes
+                    fig["ratio"] = paired_ratio(fig["rounds"], cpu_rounds)
+                singles = [r for r in results if r["engine"] != TUNED]
+                tuned = [r for r in results if r["engine"] == TUNED]
+                if singles and tuned:
+                    # The tuned chain's target, compared round by round with the best single engine.
+                    best = min(singles, key=lambda r: r["threads"][t][name][mode]["ratio"])
+                    fig = tuned[0]["threads"][t][name][mode]
+                    fig["best_single"] = best["engine"]
+                    fig["vs_best_single"] = paired_ratio(fig["rounds"], best["threads"][t][name][mode]["rounds"])
 
 
 def geomean(values):
@@ -248,17 +295,17 @@ def report_lines(results, args, machine):
     import torch
     lines = ["# bench/models.py: real models, openreg device vs torch CPU", "",
              describe(machine) + "  ",
-             f"torch {torch.__version__}; {args.rounds} rounds of {args.steps} steps in each of {args.passes} "
-             "processes per side (torch CPU's processes never use the device; all sides' processes interleaved, "
-             "the order rotated each pass); "
-             "step times: the median round over a side's processes; ratios: the median over passes of "
-             "that pass's engine/CPU quotient of median rounds  "]
+             f"torch {torch.__version__}; {args.passes} pass(es) of one process per side, alive together "
+             "(torch CPU's never uses the device); in each, per row, the sides take "
+             f"{args.rounds} rounds in turn, the order rotated each round; a round: one untimed step, then "
+             f"{args.steps} timed; step times: a side's median round; ratios: the median over rounds of "
+             "the engine's round / torch CPU's round of the same turn  "]
     for r in results:
         lines.append(f"engine {r['engine']} {r['version']}: chain {' -> '.join(r['chain'])}  ")
     lines.append("ratio = openreg step time / torch CPU step time: below 1.0x the device is faster. "
                  "Train: forward, backward and AdamW; infer: forward under no_grad, eval mode. "
                  "`*`: some ops of the step were served by a later engine of the chain. "
-                 "A ratio pairs each pass's processes, so it need not equal the quotient of the ms columns.")
+                 "A ratio pairs rounds run side by side, so it need not equal the quotient of the ms columns.")
     lines.append("")
     import model_zoo
     for name in args.models:
@@ -273,16 +320,21 @@ def report_lines(results, args, machine):
             for mode in args.modes:
                 figs = [r["threads"][t][name][mode] for r in results]
                 cells = [name, mode, f"{figs[0]['cpu_ms']:.2f}"]
-                best_single = min((f["ratio"] for r, f in zip(results, figs) if r["engine"] != TUNED), default=None)
                 for r, fig in zip(results, figs):
-                    # The tuned chain's target: at least as fast as the best single engine.
-                    target = best_single if r["engine"] == TUNED else target_for(r["engine"], name, mode)
-                    ok = target is None or fig["ratio"] <= target
-                    if not ok:
-                        missed.append(f"{r['engine']} {name} {mode} ({threads_label(t)}): "
-                                      f"{fig['ratio']:.2f}x > {target:.2f}x")
                     mark = " *" if fig["fallback_ops"] else ""
-                    cells.append(f"{fig['dev_ms']:.2f} ({fig['ratio']:.2f}x{'' if ok else ' !'}){mark}")
+                    if "vs_best_single" in fig:  # the tuned chain: at least as fast as the best single engine
+                        ok = fig["vs_best_single"] <= 1.0
+                        versus = f"; {fig['vs_best_single']:.2f} of {fig['best_single']}"
+                        if not ok:
+                            missed.append(f"{r['engine']} {name} {mode} ({threads_label(t)}): "
+                                          f"{fig['vs_best_single']:.2f}x {fig['best_single']}'s step time")
+                    else:
+                        target = target_for(r["engine"], name, mode)
+                        ok, versus = target is None or fig["ratio"] <= target, ""
+                        if not ok:
+                            missed.append(f"{r['engine']} {name} {mode} ({threads_label(t)}): "
+                                          f"{fig['ratio']:.2f}x > {target:.2f}x")
+                    cells.append(f"{fig['dev_ms']:.2f} ({fig['ratio']:.2f}x{versus}{'' if ok else ' !'}){mark}")
                 lines.append("| " + " | ".join(cells) + " |")
         cells = ["geomean", "", ""]
         for r in results:
@@ -290,8 +342,9 @@ def report_lines(results, args, machine):
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Targets (issue 12, at most): " + ", ".join(f"{e} {v}x" for e, v in TARGETS.items())
-                 + f"; digits CNN train on onednn 0.8x; {TUNED}: the best single engine's ratio. "
-                 "`!` marks a missed target.")
+                 + f"; digits CNN train on onednn 0.8x; {TUNED}: the best single engine's step time (its "
+                 "'of <engine>' figure: the median over rounds of its round / that engine's round of the same "
+                 "turn, at most 1.00). `!` marks a missed target.")
     for r in results:
         fb = {}
         for per_model in r["threads"].values():
@@ -349,19 +402,21 @@ def parse_args(argv=None):
                    help="comma-separated model names (default: all): " + ", ".join(model_zoo.MODELS))
     p.add_argument("--modes", default=",".join(MODES), help="train, infer or both (default)")
     p.add_argument("--threads", default="1,2", help="comma-separated torch.set_num_threads values (default 1,2)")
-    p.add_argument("--rounds", type=int, default=None, help="alternating rounds per side (default 5; 1 with --quick)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="rounds per side and pass, the sides taking turns (default 9; 1 with --quick)")
     p.add_argument("--steps", type=int, default=None, help="steps per round (default 3; 1 with --quick)")
-    p.add_argument("--warmup", type=int, default=None, help="untimed steps per side first (default 3; 1 with --quick)")
+    p.add_argument("--warmup", type=int, default=None,
+                   help="untimed steps per side before a row's rounds (default 3; 1 with --quick)")
     p.add_argument("--passes", type=int, default=None,
-                   help="processes per engine, interleaved across engines, their rounds pooled (default 2; "
-                        "1 with --quick): the machine's slow spells spread over every engine")
+                   help="processes per side, one after the other, their rounds pooled (default 2; 1 with --quick): "
+                        "a process's own luck (where its memory landed) spreads over several")
     p.add_argument("--quick", action="store_true",
                    help="one round of one step, the digits CNN only unless --models: checks the script runs")
     p.add_argument("--json", default=None, metavar="PATH", help="write every round's figures here")
     p.add_argument("--markdown", default=None, metavar="PATH", help="write the report as markdown here")
     p.add_argument("--chart", default=None, metavar="PATH", help="draw the ratios here (PNG, matplotlib)")
     p.add_argument("--check", action="store_true", help="exit 1 if one of issue 12's targets is missed")
-    p.add_argument("--child", default=None, metavar="PATH", help=argparse.SUPPRESS)
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--label", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     default_models = "digits CNN" if args.quick else ",".join(model_zoo.MODELS)
@@ -373,7 +428,7 @@ def parse_args(argv=None):
     if not args.modes or any(m not in MODES for m in args.modes):
         p.error(f"--modes: expected some of {', '.join(MODES)}")
     args.threads = thread_counts(p, args.threads)
-    step_counts(p, args, rounds=(1, 5), steps=(1, 3), warmup=(1, 3))
+    step_counts(p, args, rounds=(1, 9), steps=(1, 3), warmup=(1, 3))
     if args.passes is None:
         args.passes = 1 if args.quick else 2
     if args.passes < 1:
@@ -383,21 +438,18 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.child:
-        return child(args)
+    if args.serve:
+        return serve(args)
     import torch
     machine = {**cpu_description(), "default_threads": torch.get_num_threads()}
     engines = engines_to_run(args.engine)
     if not engines:
         fail("no engine built")
     sides = [CPU] + engines
-    passes = {side: [] for side in sides}
-    for k in range(args.passes):  # torch CPU's and the engines' processes interleaved
-        for side in pass_order(sides, k):
-            passes[side].append(run_child(side, args))
-    cpu = merge(passes[CPU])
-    results = [merge(passes[engine]) for engine in engines]
-    summarise(cpu, results, args.passes)
+    passes = [run_pass(sides, args, first_round=k * args.rounds) for k in range(args.passes)]
+    cpu = merge([p[CPU] for p in passes])
+    results = [merge([p[engine] for p in passes]) for engine in engines]
+    summarise(cpu, results)
     lines, missed = report_lines(results, args, machine)
     print("\n".join(lines))
     if missed:

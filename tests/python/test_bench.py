@@ -204,30 +204,28 @@ def _models_bench(repo_root):
     return models
 
 
-def test_models_benchmark_pairs_each_pass_with_its_torch_cpu_process(repo_root):
-    # The machine's speed drifts between passes: a ratio is the median over passes of that
-    # pass's quotient, not a quotient of medians pooled over passes (here 1.2x).
+def test_models_benchmark_pairs_each_round_with_torch_cpus_round_of_the_same_turn(repo_root):
+    # The machine's speed drifts between rounds: a ratio is the median of the rounds'
+    # quotients (1/2, 3/4, 5/2.5 -> 0.75), not the quotient of the medians (3/2.5 = 1.2).
     import pytest
     models = _models_bench(repo_root)
-    dev = [1.0, 1.1, 3.0, 3.1, 5.0, 5.1]
-    cpu = [2.0, 2.2, 4.0, 4.1, 2.5, 2.6]
-    assert models.pass_ratios(dev, cpu, passes=3) == [1.05 / 2.1, 3.05 / 4.05, 5.05 / 2.55]
-    assert models.pass_ratios(dev, cpu, passes=1) == [3.05 / 2.55]
-    with pytest.raises(ValueError, match="do not split into 4 passes"):
-        models.pass_ratios(dev, cpu, passes=4)
+    assert models.paired_ratio([1.0, 3.0, 5.0], [2.0, 4.0, 2.5]) == 0.75
+    assert models.paired_ratio([3.0], [2.0]) == 1.5
+    with pytest.raises(ValueError, match="2 engine rounds against 3 torch CPU rounds"):
+        models.paired_ratio([1.0, 2.0], [1.0, 2.0, 3.0])
 
 
-def test_models_benchmark_rotates_the_order_of_its_processes(repo_root):
-    # Over as many passes as there are sides, each side runs once in every position
-    # (a flipped order kept the middle sides next to torch CPU's process every pass).
+def test_models_benchmark_rotates_the_order_of_its_rounds(repo_root):
+    # Over as many rounds as there are sides, each side runs once in every position
+    # (a fixed order would keep one side right after torch CPU's round every time).
     models = _models_bench(repo_root)
     sides = ["cpu", "onednn", "eigen", "aten_ref", "tuned"]
-    orders = [models.pass_order(sides, k) for k in range(len(sides))]
+    orders = [models.round_order(sides, k) for k in range(len(sides))]
     for order in orders:
         assert sorted(order) == sorted(sides)
     for side in sides:
         assert sorted(order.index(side) for order in orders) == list(range(len(sides)))
-    assert models.pass_order(sides, len(sides)) == sides
+    assert models.round_order(sides, len(sides)) == sides
 
 
 def _step_ops_rows(out):

@@ -140,7 +140,7 @@ void softmax(const Call& call, bool log) {
   const int64_t dim = sdk::ops::wrap_dim(call, call.int_arg(1), out.dim());  // out of range: declined
   // The common case, softmax over the last dim of contiguous float32: the ISA kernel.
   if (sdk::same_dtype(out.dtype(), sdk::dtypes::float32) && out.dim() > 0 &&
-      (dim == -1 || dim == out.dim() - 1) && in.is_contiguous() && out.is_contiguous()) {
+      dim == out.dim() - 1 && in.is_contiguous() && out.is_contiguous()) {
     const int64_t L = out.size(-1), rows = L ? out.numel() / L : 0;
     const float* x = in.data<float>();
     float* y = out.data<float>();
@@ -172,7 +172,7 @@ void softmax_backward(const Call& call, bool log) {
   // below is built for the baseline ISA: [512, 1000] log_softmax backward took
   // 6.5x torch CPU's time).
   if (sdk::same_dtype(gin.dtype(), sdk::dtypes::float32) && gin.dim() > 0 &&
-      (dim == -1 || dim == gin.dim() - 1) && g.is_contiguous() && y.is_contiguous() && gin.is_contiguous()) {
+      dim == gin.dim() - 1 && g.is_contiguous() && y.is_contiguous() && gin.is_contiguous()) {
     const int64_t L = gin.size(-1), rows = L ? gin.numel() / L : 0;
     const float* gp = g.data<float>();
     const float* yp = y.data<float>();

@@ -380,13 +380,14 @@ def draw_chart(results, args, machine, path):
         ax.set_xlabel("step time / torch CPU (lower is faster)")
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels([f"{name} {mode}" for name, mode in rows])
-        ax.invert_yaxis()
         ax.grid(axis="x", alpha=0.3)
-    axes[0][0].legend(loc="lower right")
+    axes[0][0].invert_yaxis()  # the first row on top; once: the panels share the y axis
+    handles, labels = axes[0][0].get_legend_handles_labels()  # below the panels: not over a bar
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)
     feats = ", ".join(f for f, v in machine["features"].items() if v) or "none of " + ", ".join(machine["features"])
     fig.suptitle(f"openreg vs torch CPU, real models: {machine['model']}, {machine['logical_cpus']} CPUs ({feats})",
                  fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=90)
     plt.close(fig)
 

@@ -24,6 +24,14 @@ std::string string_arg(const sdk::Call& call, int i) {
   return std::string(v.u.str.data, static_cast<size_t>(v.u.str.length));
 }
 
+// gelu's `approximate`: "none" or "tanh"; any other the engine declines, and the
+// reference engine raises CPU's error for it.
+std::string gelu_approximate(const sdk::Call& call, int i) {
+  std::string mode = string_arg(call, i);
+  OPENREG_SDK_REQUIRE(mode == "none" || mode == "tanh", call.op_name(), ": approximate=", mode);
+  return mode;
+}
+
 bool same_layout(const sdk::Tensor& a, const sdk::Tensor& b) {
   if (a.dim() != b.dim()) return false;
   for (int64_t i = 0; i < a.dim(); ++i)
@@ -179,7 +187,7 @@ sdk::Kernel unary(const char* name) {
     if (gelu && !y.is_contiguous() && call.op_name().find(".out") != std::string_view::npos)
       sdk::unsupported(sdk::str(call.op_name(),
                                 ": non-contiguous out= (left to aten_ref, which matches torch CPU's behaviour)"));
-    const UnarySpec s = unary_spec(op, op == "gelu" ? string_arg(call, 1) : "none");
+    const UnarySpec s = unary_spec(op, gelu ? gelu_approximate(call, 1) : "none");
     if (y.numel() == 0) return;
     if (!loop_is_faster(s.alg, y.dtype()) && primitive_ok(x, y, transcendental(s.alg) ? 1 : kSmall))
       return eltwise_fwd(x, y, s);
@@ -215,7 +223,7 @@ sdk::Kernel activation_backward(const char* name) {
     // their time (262K floats: 111 against 37 us on one thread, 37 against 22 on
     // two; torch CPU 37 and 22), and no size measured in its favour. gelu's takes
     // the primitive but where loop_is_faster.
-    const bool tanh_approx = op == "gelu_backward" && string_arg(call, 2) == "tanh";
+    const bool tanh_approx = op == "gelu_backward" && gelu_approximate(call, 2) == "tanh";
     const Alg gelu_alg = tanh_approx ? Alg::eltwise_gelu_tanh : Alg::eltwise_gelu_erf;
     const bool prim = op == "gelu_backward" && !loop_is_faster(gelu_alg, out.dtype()) &&
                       primitive_ok(g, out, kSmall) && d.numel() == g.numel() && same_layout(d, g) &&

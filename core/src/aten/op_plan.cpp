@@ -85,6 +85,7 @@ std::unique_ptr<OpPlan> make_plan(const c10::FunctionSchema& schema) {
     plan->kernel_sized_if = static_cast<int>(*index);
   }
   plan->device_rule = device_rule_for(schema);
+  plan->cpp_meta = cpp_meta_kernel(plan->name);
   const bool value_shaped = schema.name() == "aten::arange" || schema.name() == "aten::range";
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size(); ++i) {

@@ -11,6 +11,7 @@
 
 #include "../engine/engine_host.h"
 #include "call_checks.h"
+#include "cpp_meta_kernels.h"
 #include "output_sizing.h"
 
 namespace openreg {
@@ -49,6 +50,9 @@ struct OpPlan {
   bool kernel_sized = false;          // see kKernelSizedOps in op_plan.cpp
   int kernel_sized_if = -1;           // a bool argument that, true, makes a call kernel-sized (kKernelSizedIf)
   DeviceRule device_rule;             // device and overlap checks (call_checks.h)
+  // ATen's C++ Meta kernel, called directly for output sizing (cpp_meta_kernels.h),
+  // or nullptr: the dispatcher's Meta kernel.
+  const CppMeta* cpp_meta = nullptr;
   // Route decisions by dtype slot (see route_slot in op_routing.cpp), filled on first use.
   std::array<std::atomic<Route*>, 36> routes{};
   std::atomic<Route*> reference_route{nullptr};  // counts the calls on the reference path

@@ -192,7 +192,11 @@ std::shared_ptr<const OutputPlan> run_meta(const c10::OperatorHandle& op, c10::A
       }));
     }
   }
-  op.callBoxed(&meta);
+  if (plan.cpp_meta) {
+    plan.cpp_meta->call(op, &meta);
+  } else {
+    op.callBoxed(&meta);
+  }
   auto result = std::make_shared<OutputPlan>();
   for (size_t r = 0; r < plan.return_alias.size(); ++r) {
     const c10::IValue& m = meta[r];
@@ -265,9 +269,13 @@ std::shared_ptr<const OutputPlan> output_plan(const c10::OperatorHandle& op, c10
     result = plan.device_rule.random_fill ? self_plan(args) : run_meta(op, args, plan);
   } catch (const c10::NotImplementedError&) {
     result = dynamic_plan();  // no Meta kernel
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
     // An op that writes out= arguments cannot be sized by its engine: the Meta
-    // kernel's error (arange's "step must be nonzero") is the user's answer.
+    // kernel's error (arange's "step must be nonzero") is the user's answer. So is
+    // an error ATen's C++ Meta kernel checked (a c10::Error), which CPU's kernel
+    // checks too ("The size of tensor a (3) must match ..."); not one of a Python
+    // kernel it called (a boolean index's nonzero: the shapes depend on the data).
+    if (plan.cpp_meta && dynamic_cast<const c10::Error*>(&e)) throw;
     for (int a : plan.return_alias) {
       if (a >= 0) throw;
     }

@@ -1,0 +1,459 @@
+#include "cpp_meta_kernels.h"
+
+#include <ATen/ops/add_meta_dispatch.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/sub_meta_dispatch.h>
+#include <ATen/ops/sub_ops.h>
+#include <ATen/ops/mul_meta_dispatch.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/div_meta_dispatch.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/pow_meta_dispatch.h>
+#include <ATen/ops/pow_ops.h>
+#include <ATen/ops/maximum_meta_dispatch.h>
+#include <ATen/ops/maximum_ops.h>
+#include <ATen/ops/minimum_meta_dispatch.h>
+#include <ATen/ops/minimum_ops.h>
+#include <ATen/ops/atan2_meta_dispatch.h>
+#include <ATen/ops/atan2_ops.h>
+#include <ATen/ops/remainder_meta_dispatch.h>
+#include <ATen/ops/remainder_ops.h>
+#include <ATen/ops/fmod_meta_dispatch.h>
+#include <ATen/ops/fmod_ops.h>
+#include <ATen/ops/bitwise_and_meta_dispatch.h>
+#include <ATen/ops/bitwise_and_ops.h>
+#include <ATen/ops/bitwise_or_meta_dispatch.h>
+#include <ATen/ops/bitwise_or_ops.h>
+#include <ATen/ops/bitwise_xor_meta_dispatch.h>
+#include <ATen/ops/bitwise_xor_ops.h>
+#include <ATen/ops/lerp_meta_dispatch.h>
+#include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/addcmul_meta_dispatch.h>
+#include <ATen/ops/addcmul_ops.h>
+#include <ATen/ops/addcdiv_meta_dispatch.h>
+#include <ATen/ops/addcdiv_ops.h>
+#include <ATen/ops/clamp_meta_dispatch.h>
+#include <ATen/ops/clamp_ops.h>
+#include <ATen/ops/clamp_min_meta_dispatch.h>
+#include <ATen/ops/clamp_min_ops.h>
+#include <ATen/ops/clamp_max_meta_dispatch.h>
+#include <ATen/ops/clamp_max_ops.h>
+#include <ATen/ops/eq_meta_dispatch.h>
+#include <ATen/ops/eq_ops.h>
+#include <ATen/ops/ne_meta_dispatch.h>
+#include <ATen/ops/ne_ops.h>
+#include <ATen/ops/lt_meta_dispatch.h>
+#include <ATen/ops/lt_ops.h>
+#include <ATen/ops/le_meta_dispatch.h>
+#include <ATen/ops/le_ops.h>
+#include <ATen/ops/gt_meta_dispatch.h>
+#include <ATen/ops/gt_ops.h>
+#include <ATen/ops/ge_meta_dispatch.h>
+#include <ATen/ops/ge_ops.h>
+#include <ATen/ops/neg_meta_dispatch.h>
+#include <ATen/ops/neg_ops.h>
+#include <ATen/ops/exp_meta_dispatch.h>
+#include <ATen/ops/exp_ops.h>
+#include <ATen/ops/log_meta_dispatch.h>
+#include <ATen/ops/log_ops.h>
+#include <ATen/ops/sqrt_meta_dispatch.h>
+#include <ATen/ops/sqrt_ops.h>
+#include <ATen/ops/rsqrt_meta_dispatch.h>
+#include <ATen/ops/rsqrt_ops.h>
+#include <ATen/ops/sin_meta_dispatch.h>
+#include <ATen/ops/sin_ops.h>
+#include <ATen/ops/cos_meta_dispatch.h>
+#include <ATen/ops/cos_ops.h>
+#include <ATen/ops/tanh_meta_dispatch.h>
+#include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/sigmoid_meta_dispatch.h>
+#include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/reciprocal_meta_dispatch.h>
+#include <ATen/ops/reciprocal_ops.h>
+#include <ATen/ops/erf_meta_dispatch.h>
+#include <ATen/ops/erf_ops.h>
+#include <ATen/ops/log1p_meta_dispatch.h>
+#include <ATen/ops/log1p_ops.h>
+#include <ATen/ops/expm1_meta_dispatch.h>
+#include <ATen/ops/expm1_ops.h>
+#include <ATen/ops/floor_meta_dispatch.h>
+#include <ATen/ops/floor_ops.h>
+#include <ATen/ops/ceil_meta_dispatch.h>
+#include <ATen/ops/ceil_ops.h>
+#include <ATen/ops/round_meta_dispatch.h>
+#include <ATen/ops/round_ops.h>
+#include <ATen/ops/trunc_meta_dispatch.h>
+#include <ATen/ops/trunc_ops.h>
+#include <ATen/ops/sign_meta_dispatch.h>
+#include <ATen/ops/sign_ops.h>
+#include <ATen/ops/sgn_meta_dispatch.h>
+#include <ATen/ops/sgn_ops.h>
+#include <ATen/ops/bitwise_not_meta_dispatch.h>
+#include <ATen/ops/bitwise_not_ops.h>
+#include <ATen/ops/silu_meta_dispatch.h>
+#include <ATen/ops/silu_ops.h>
+#include <ATen/ops/mish_meta_dispatch.h>
+#include <ATen/ops/mish_ops.h>
+#include <ATen/ops/hardsigmoid_meta_dispatch.h>
+#include <ATen/ops/hardsigmoid_ops.h>
+#include <ATen/ops/gelu_meta_dispatch.h>
+#include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/leaky_relu_meta_dispatch.h>
+#include <ATen/ops/leaky_relu_ops.h>
+#include <ATen/ops/elu_meta_dispatch.h>
+#include <ATen/ops/elu_ops.h>
+#include <ATen/ops/threshold_meta_dispatch.h>
+#include <ATen/ops/threshold_ops.h>
+#include <ATen/ops/softplus_meta_dispatch.h>
+#include <ATen/ops/softplus_ops.h>
+#include <ATen/ops/isneginf_meta_dispatch.h>
+#include <ATen/ops/isneginf_ops.h>
+#include <ATen/ops/isposinf_meta_dispatch.h>
+#include <ATen/ops/isposinf_ops.h>
+#include <ATen/ops/gelu_backward_meta_dispatch.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/silu_backward_meta_dispatch.h>
+#include <ATen/ops/silu_backward_ops.h>
+#include <ATen/ops/tanh_backward_meta_dispatch.h>
+#include <ATen/ops/tanh_backward_ops.h>
+#include <ATen/ops/sigmoid_backward_meta_dispatch.h>
+#include <ATen/ops/sigmoid_backward_ops.h>
+#include <ATen/ops/threshold_backward_meta_dispatch.h>
+#include <ATen/ops/threshold_backward_ops.h>
+#include <ATen/ops/leaky_relu_backward_meta_dispatch.h>
+#include <ATen/ops/leaky_relu_backward_ops.h>
+#include <ATen/ops/elu_backward_meta_dispatch.h>
+#include <ATen/ops/elu_backward_ops.h>
+#include <ATen/ops/softplus_backward_meta_dispatch.h>
+#include <ATen/ops/softplus_backward_ops.h>
+#include <ATen/ops/hardsigmoid_backward_meta_dispatch.h>
+#include <ATen/ops/hardsigmoid_backward_ops.h>
+#include <ATen/ops/mm_meta_dispatch.h>
+#include <ATen/ops/mm_ops.h>
+#include <ATen/ops/addmm_meta_dispatch.h>
+#include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/bmm_meta_dispatch.h>
+#include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/baddbmm_meta_dispatch.h>
+#include <ATen/ops/baddbmm_ops.h>
+#include <ATen/ops/addmv_meta_dispatch.h>
+#include <ATen/ops/addmv_ops.h>
+#include <ATen/ops/sum_meta_dispatch.h>
+#include <ATen/ops/sum_ops.h>
+#include <ATen/ops/mean_meta_dispatch.h>
+#include <ATen/ops/mean_ops.h>
+#include <ATen/ops/amax_meta_dispatch.h>
+#include <ATen/ops/amax_ops.h>
+#include <ATen/ops/amin_meta_dispatch.h>
+#include <ATen/ops/amin_ops.h>
+#include <ATen/ops/argmax_meta_dispatch.h>
+#include <ATen/ops/argmax_ops.h>
+#include <ATen/ops/argmin_meta_dispatch.h>
+#include <ATen/ops/argmin_ops.h>
+#include <ATen/ops/linalg_vector_norm_meta_dispatch.h>
+#include <ATen/ops/linalg_vector_norm_ops.h>
+#include <ATen/ops/cumsum_meta_dispatch.h>
+#include <ATen/ops/cumsum_ops.h>
+#include <ATen/ops/all_meta_dispatch.h>
+#include <ATen/ops/all_ops.h>
+#include <ATen/ops/any_meta_dispatch.h>
+#include <ATen/ops/any_ops.h>
+#include <ATen/ops/max_meta_dispatch.h>
+#include <ATen/ops/max_ops.h>
+#include <ATen/ops/min_meta_dispatch.h>
+#include <ATen/ops/min_ops.h>
+#include <ATen/ops/prod_meta_dispatch.h>
+#include <ATen/ops/prod_ops.h>
+#include <ATen/ops/_softmax_meta_dispatch.h>
+#include <ATen/ops/_softmax_ops.h>
+#include <ATen/ops/_log_softmax_meta_dispatch.h>
+#include <ATen/ops/_log_softmax_ops.h>
+#include <ATen/ops/_softmax_backward_data_meta_dispatch.h>
+#include <ATen/ops/_softmax_backward_data_ops.h>
+#include <ATen/ops/_log_softmax_backward_data_meta_dispatch.h>
+#include <ATen/ops/_log_softmax_backward_data_ops.h>
+#include <ATen/ops/nll_loss_forward_meta_dispatch.h>
+#include <ATen/ops/nll_loss_forward_ops.h>
+#include <ATen/ops/nll_loss_backward_meta_dispatch.h>
+#include <ATen/ops/nll_loss_backward_ops.h>
+#include <ATen/ops/mse_loss_meta_dispatch.h>
+#include <ATen/ops/mse_loss_ops.h>
+#include <ATen/ops/smooth_l1_loss_meta_dispatch.h>
+#include <ATen/ops/smooth_l1_loss_ops.h>
+#include <ATen/ops/index_meta_dispatch.h>
+#include <ATen/ops/index_ops.h>
+#include <ATen/ops/gather_meta_dispatch.h>
+#include <ATen/ops/gather_ops.h>
+#include <ATen/ops/scatter_meta_dispatch.h>
+#include <ATen/ops/scatter_ops.h>
+#include <ATen/ops/scatter_add_meta_dispatch.h>
+#include <ATen/ops/scatter_add_ops.h>
+#include <ATen/ops/index_add_meta_dispatch.h>
+#include <ATen/ops/index_add_ops.h>
+#include <ATen/ops/index_copy_meta_dispatch.h>
+#include <ATen/ops/index_copy_ops.h>
+#include <ATen/ops/cat_meta_dispatch.h>
+#include <ATen/ops/cat_ops.h>
+#include <ATen/ops/max_pool2d_with_indices_meta_dispatch.h>
+#include <ATen/ops/max_pool2d_with_indices_ops.h>
+#include <ATen/ops/max_pool2d_with_indices_backward_meta_dispatch.h>
+#include <ATen/ops/max_pool2d_with_indices_backward_ops.h>
+#include <ATen/ops/avg_pool2d_meta_dispatch.h>
+#include <ATen/ops/avg_pool2d_ops.h>
+#include <ATen/ops/avg_pool2d_backward_meta_dispatch.h>
+#include <ATen/ops/avg_pool2d_backward_ops.h>
+#include <ATen/ops/upsample_nearest2d_meta_dispatch.h>
+#include <ATen/ops/upsample_nearest2d_ops.h>
+#include <ATen/ops/upsample_bilinear2d_meta_dispatch.h>
+#include <ATen/ops/upsample_bilinear2d_ops.h>
+#include <ATen/ops/upsample_nearest2d_backward_meta_dispatch.h>
+#include <ATen/ops/upsample_nearest2d_backward_ops.h>
+#include <ATen/ops/fill_meta_dispatch.h>
+#include <ATen/ops/fill_ops.h>
+#include <ATen/ops/zero_meta_dispatch.h>
+#include <ATen/ops/zero_ops.h>
+#include <ATen/ops/arange_meta_dispatch.h>
+#include <ATen/ops/arange_ops.h>
+#include <ATen/ops/topk_meta_dispatch.h>
+#include <ATen/ops/topk_ops.h>
+#include <ATen/ops/sort_meta_dispatch.h>
+#include <ATen/ops/sort_ops.h>
+
+#include <unordered_map>
+
+namespace openreg {
+
+namespace {
+
+// One entry: the operator's schema type (at::_ops) picks the overload of the
+// at::meta function, so a mismatch between the two fails to compile.
+#define OPENREG_CPP_META_CHECKED(ops, fn, check)                                                    \
+  std::pair<std::string, CppMeta> {                                                                  \
+    qualified(at::_ops::ops::name, at::_ops::ops::overload_name),                                    \
+        CppMeta{c10::KernelFunction::makeFromUnboxedFunction(                                        \
+                    c10::CompileTimeFunctionPointer<at::_ops::ops::schema, &at::meta::fn>()),        \
+                check}                                                                               \
+  }
+#define OPENREG_CPP_META(ops, fn) OPENREG_CPP_META_CHECKED(ops, fn, nullptr)
+
+std::string qualified(const char* name, const char* overload) {
+  return *overload ? std::string(name) + "." + overload : std::string(name);
+}
+
+// gelu's and gelu_backward's `approximate` (argument `Arg`), checked as CPU's
+// kernel checks it (GeluType in ATen's Activation.h), with its message.
+template <size_t Arg>
+void check_gelu_approximate(const torch::jit::Stack& args) {
+  const auto& mode = args.at(Arg).toStringRef();
+  TORCH_CHECK(mode == "none" || mode == "tanh", "approximate argument must be either none or tanh.");
+}
+
+// The ops whose Meta kernel torch replaces with Python and that models run:
+// elementwise arithmetic, comparisons, activations and their backwards,
+// products, reductions, softmax, losses, indexing, pooling, fills.
+const std::unordered_map<std::string, CppMeta>& table() {
+  static const auto* kernels = new std::unordered_map<std::string, CppMeta>{
+OPENREG_CPP_META(add_Tensor, add),
+      OPENREG_CPP_META(add__Tensor, add_),
+      OPENREG_CPP_META(sub_Tensor, sub),
+      OPENREG_CPP_META(sub__Tensor, sub_),
+      OPENREG_CPP_META(mul_Tensor, mul),
+      OPENREG_CPP_META(mul__Tensor, mul_),
+      OPENREG_CPP_META(div_Tensor, div),
+      OPENREG_CPP_META(div__Tensor, div_),
+      OPENREG_CPP_META(div_Tensor_mode, div),
+      OPENREG_CPP_META(div__Tensor_mode, div_),
+      OPENREG_CPP_META(pow_Tensor_Tensor, pow),
+      OPENREG_CPP_META(pow_Tensor_Scalar, pow),
+      OPENREG_CPP_META(pow_Scalar, pow),
+      OPENREG_CPP_META(pow__Tensor, pow_),
+      OPENREG_CPP_META(pow__Scalar, pow_),
+      OPENREG_CPP_META(maximum, maximum),
+      OPENREG_CPP_META(minimum, minimum),
+      OPENREG_CPP_META(atan2, atan2),
+      OPENREG_CPP_META(remainder_Tensor, remainder),
+      OPENREG_CPP_META(remainder__Tensor, remainder_),
+      OPENREG_CPP_META(fmod_Tensor, fmod),
+      OPENREG_CPP_META(fmod__Tensor, fmod_),
+      OPENREG_CPP_META(bitwise_and_Tensor, bitwise_and),
+      OPENREG_CPP_META(bitwise_and__Tensor, bitwise_and_),
+      OPENREG_CPP_META(bitwise_or_Tensor, bitwise_or),
+      OPENREG_CPP_META(bitwise_or__Tensor, bitwise_or_),
+      OPENREG_CPP_META(bitwise_xor_Tensor, bitwise_xor),
+      OPENREG_CPP_META(bitwise_xor__Tensor, bitwise_xor_),
+      OPENREG_CPP_META(lerp_Scalar, lerp),
+      OPENREG_CPP_META(lerp__Scalar, lerp_),
+      OPENREG_CPP_META(lerp_Tensor, lerp),
+      OPENREG_CPP_META(lerp__Tensor, lerp_),
+      OPENREG_CPP_META(addcmul, addcmul),
+      OPENREG_CPP_META(addcmul_, addcmul_),
+      OPENREG_CPP_META(addcdiv, addcdiv),
+      OPENREG_CPP_META(addcdiv_, addcdiv_),
+      OPENREG_CPP_META(clamp, clamp),
+      OPENREG_CPP_META(clamp_, clamp_),
+      OPENREG_CPP_META(clamp_min, clamp_min),
+      OPENREG_CPP_META(clamp_min_, clamp_min_),
+      OPENREG_CPP_META(clamp_max, clamp_max),
+      OPENREG_CPP_META(clamp_max_, clamp_max_),
+      OPENREG_CPP_META(clamp_Tensor, clamp),
+      OPENREG_CPP_META(clamp__Tensor, clamp_),
+      OPENREG_CPP_META(clamp_min_Tensor, clamp_min),
+      OPENREG_CPP_META(clamp_max_Tensor, clamp_max),
+      OPENREG_CPP_META(eq_Tensor, eq),
+      OPENREG_CPP_META(eq_Scalar, eq),
+      OPENREG_CPP_META(ne_Tensor, ne),
+      OPENREG_CPP_META(ne_Scalar, ne),
+      OPENREG_CPP_META(lt_Tensor, lt),
+      OPENREG_CPP_META(lt_Scalar, lt),
+      OPENREG_CPP_META(le_Tensor, le),
+      OPENREG_CPP_META(le_Scalar, le),
+      OPENREG_CPP_META(gt_Tensor, gt),
+      OPENREG_CPP_META(gt_Scalar, gt),
+      OPENREG_CPP_META(ge_Tensor, ge),
+      OPENREG_CPP_META(ge_Scalar, ge),
+      OPENREG_CPP_META(neg, neg),
+      OPENREG_CPP_META(neg_, neg_),
+      OPENREG_CPP_META(exp, exp),
+      OPENREG_CPP_META(exp_, exp_),
+      OPENREG_CPP_META(log, log),
+      OPENREG_CPP_META(log_, log_),
+      OPENREG_CPP_META(sqrt, sqrt),
+      OPENREG_CPP_META(sqrt_, sqrt_),
+      OPENREG_CPP_META(rsqrt, rsqrt),
+      OPENREG_CPP_META(rsqrt_, rsqrt_),
+      OPENREG_CPP_META(sin, sin),
+      OPENREG_CPP_META(sin_, sin_),
+      OPENREG_CPP_META(cos, cos),
+      OPENREG_CPP_META(cos_, cos_),
+      OPENREG_CPP_META(tanh, tanh),
+      OPENREG_CPP_META(tanh_, tanh_),
+      OPENREG_CPP_META(sigmoid, sigmoid),
+      OPENREG_CPP_META(sigmoid_, sigmoid_),
+      OPENREG_CPP_META(reciprocal, reciprocal),
+      OPENREG_CPP_META(reciprocal_, reciprocal_),
+      OPENREG_CPP_META(erf, erf),
+      OPENREG_CPP_META(erf_, erf_),
+      OPENREG_CPP_META(log1p, log1p),
+      OPENREG_CPP_META(log1p_, log1p_),
+      OPENREG_CPP_META(expm1, expm1),
+      OPENREG_CPP_META(expm1_, expm1_),
+      OPENREG_CPP_META(floor, floor),
+      OPENREG_CPP_META(floor_, floor_),
+      OPENREG_CPP_META(ceil, ceil),
+      OPENREG_CPP_META(ceil_, ceil_),
+      OPENREG_CPP_META(round, round),
+      OPENREG_CPP_META(round_, round_),
+      OPENREG_CPP_META(trunc, trunc),
+      OPENREG_CPP_META(trunc_, trunc_),
+      OPENREG_CPP_META(sign, sign),
+      OPENREG_CPP_META(sign_, sign_),
+      OPENREG_CPP_META(sgn, sgn),
+      OPENREG_CPP_META(sgn_, sgn_),
+      OPENREG_CPP_META(bitwise_not, bitwise_not),
+      OPENREG_CPP_META(bitwise_not_, bitwise_not_),
+      OPENREG_CPP_META(silu, silu),
+      OPENREG_CPP_META(silu_, silu_),
+      OPENREG_CPP_META(mish, mish),
+      OPENREG_CPP_META(mish_, mish_),
+      OPENREG_CPP_META(hardsigmoid, hardsigmoid),
+      OPENREG_CPP_META(hardsigmoid_, hardsigmoid_),
+      OPENREG_CPP_META_CHECKED(gelu, gelu, check_gelu_approximate<1>),
+      OPENREG_CPP_META_CHECKED(gelu_, gelu_, check_gelu_approximate<1>),
+      OPENREG_CPP_META(leaky_relu, leaky_relu),
+      OPENREG_CPP_META(leaky_relu_, leaky_relu_),
+      OPENREG_CPP_META(elu, elu),
+      OPENREG_CPP_META(elu_, elu_),
+      OPENREG_CPP_META(threshold, threshold),
+      OPENREG_CPP_META(threshold_, threshold_),
+      OPENREG_CPP_META(softplus, softplus),
+      OPENREG_CPP_META(isneginf, isneginf),
+      OPENREG_CPP_META(isposinf, isposinf),
+      OPENREG_CPP_META_CHECKED(gelu_backward, gelu_backward, check_gelu_approximate<2>),
+      OPENREG_CPP_META(silu_backward, silu_backward),
+      OPENREG_CPP_META(tanh_backward, tanh_backward),
+      OPENREG_CPP_META(sigmoid_backward, sigmoid_backward),
+      OPENREG_CPP_META(threshold_backward, threshold_backward),
+      OPENREG_CPP_META(leaky_relu_backward, leaky_relu_backward),
+      OPENREG_CPP_META(elu_backward, elu_backward),
+      OPENREG_CPP_META(softplus_backward, softplus_backward),
+      OPENREG_CPP_META(hardsigmoid_backward, hardsigmoid_backward),
+      OPENREG_CPP_META(mm, mm),
+      OPENREG_CPP_META(addmm, addmm),
+      OPENREG_CPP_META(addmm_, addmm_),
+      OPENREG_CPP_META(bmm, bmm),
+      OPENREG_CPP_META(baddbmm, baddbmm),
+      OPENREG_CPP_META(baddbmm_, baddbmm_),
+      OPENREG_CPP_META(addmv, addmv),
+      OPENREG_CPP_META(sum_dim_IntList, sum),
+      OPENREG_CPP_META(mean_dim, mean),
+      OPENREG_CPP_META(amax, amax),
+      OPENREG_CPP_META(amin, amin),
+      OPENREG_CPP_META(argmax, argmax),
+      OPENREG_CPP_META(argmin, argmin),
+      OPENREG_CPP_META(linalg_vector_norm, linalg_vector_norm),
+      OPENREG_CPP_META(cumsum, cumsum),
+      OPENREG_CPP_META(cumsum_, cumsum_),
+      OPENREG_CPP_META(all, all),
+      OPENREG_CPP_META(all_dim, all),
+      OPENREG_CPP_META(all_dims, all),
+      OPENREG_CPP_META(any, any),
+      OPENREG_CPP_META(any_dim, any),
+      OPENREG_CPP_META(any_dims, any),
+      OPENREG_CPP_META(max_dim, max),
+      OPENREG_CPP_META(min_dim, min),
+      OPENREG_CPP_META(prod_dim_int, prod),
+      OPENREG_CPP_META(_softmax, _softmax),
+      OPENREG_CPP_META(_log_softmax, _log_softmax),
+      OPENREG_CPP_META(_softmax_backward_data, _softmax_backward_data),
+      OPENREG_CPP_META(_log_softmax_backward_data, _log_softmax_backward_data),
+      OPENREG_CPP_META(nll_loss_forward, nll_loss_forward_symint),
+      OPENREG_CPP_META(nll_loss_backward, nll_loss_backward_symint),
+      OPENREG_CPP_META(mse_loss, mse_loss),
+      OPENREG_CPP_META(smooth_l1_loss, smooth_l1_loss),
+      OPENREG_CPP_META(index_Tensor, index),
+      OPENREG_CPP_META(gather, gather),
+      OPENREG_CPP_META(scatter_src, scatter),
+      OPENREG_CPP_META(scatter__src, scatter_),
+      OPENREG_CPP_META(scatter_value, scatter),
+      OPENREG_CPP_META(scatter__value, scatter_),
+      OPENREG_CPP_META(scatter_add, scatter_add),
+      OPENREG_CPP_META(scatter_add_, scatter_add_),
+      OPENREG_CPP_META(index_add, index_add),
+      OPENREG_CPP_META(index_add_, index_add_),
+      OPENREG_CPP_META(index_copy, index_copy),
+      OPENREG_CPP_META(index_copy_, index_copy_),
+      OPENREG_CPP_META(cat, cat),
+      OPENREG_CPP_META(max_pool2d_with_indices, max_pool2d_with_indices),
+      OPENREG_CPP_META(max_pool2d_with_indices_backward, max_pool2d_with_indices_backward),
+      OPENREG_CPP_META(avg_pool2d, avg_pool2d),
+      OPENREG_CPP_META(avg_pool2d_backward, avg_pool2d_backward),
+      OPENREG_CPP_META(upsample_nearest2d, upsample_nearest2d_symint),
+      OPENREG_CPP_META(upsample_bilinear2d, upsample_bilinear2d_symint),
+      OPENREG_CPP_META(upsample_nearest2d_backward, upsample_nearest2d_backward_symint),
+      OPENREG_CPP_META(fill__Scalar, fill_),
+      OPENREG_CPP_META(fill__Tensor, fill_),
+      OPENREG_CPP_META(zero_, zero_),
+      OPENREG_CPP_META(arange_start_out, arange_outf),
+      OPENREG_CPP_META(topk, topk_symint),
+      OPENREG_CPP_META(sort_stable, sort),
+  };
+  return *kernels;
+}
+
+#undef OPENREG_CPP_META
+#undef OPENREG_CPP_META_CHECKED
+
+}  // namespace
+
+void CppMeta::call(const c10::OperatorHandle& op, torch::jit::Stack* stack) const {
+  if (check_args) check_args(*stack);
+  kernel.callBoxed(op, c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
+}
+
+const CppMeta* cpp_meta_kernel(const std::string& op_name) {
+  const auto& t = table();
+  auto it = t.find(op_name);
+  return it == t.end() ? nullptr : &it->second;
+}
+
+}  // namespace openreg

@@ -1,0 +1,119 @@
+"""Outputs are sized as on CPU, by ATen's C++ Meta kernels where torch has them.
+
+The device sizes an op's outputs before an engine runs it, from the op's Meta
+kernel (core/src/aten/output_sizing.cpp). For the ops of
+core/src/aten/cpp_meta_kernels.cpp that is ATen's C++ Meta kernel called
+directly (the structured kernels' meta functions, which CPU's kernels run too)
+instead of the Python one `import torch` puts in the dispatcher. Reference: the
+same calls on torch CPU: sizes, strides, dtypes, values, and the error for
+arguments that do not fit.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+
+def _g():
+    return torch.Generator().manual_seed(0)
+
+
+def _permuted(*shape):
+    # A tensor whose memory order is not its logical order (channels-last-like).
+    return torch.randn(*shape, generator=_g()).permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+
+
+# label -> fn(*cpu_or_device_args), args built on CPU (moved to the device by the test)
+CASES = {
+    "add broadcast, permuted operand": (lambda a, b: a + b, lambda: (_permuted(2, 3, 4, 5), torch.randn(5))),
+    "mul by a Python float, int tensor": (lambda a: a * 2.5, lambda: (torch.arange(12).reshape(3, 4),)),
+    "true division of ints": (lambda a, b: a / b, lambda: (torch.arange(1, 7), torch.full((6,), 4))),
+    "floor division mode": (lambda a, b: torch.div(a, b, rounding_mode="floor"),
+                            lambda: (torch.arange(-6, 6), torch.full((12,), 4))),
+    "comparison with a scalar": (lambda a: a >= 0.5, lambda: (torch.rand(4, 3, generator=_g()),)),
+    "comparison of mixed dtypes": (lambda a, b: a < b, lambda: (torch.arange(6), torch.rand(6, generator=_g()))),
+    "in-place add of a broadcast operand": (lambda a, b: a.add_(b, alpha=2), lambda: (torch.randn(3, 4), torch.randn(4))),
+    "pow by a scalar": (lambda a: a.pow(3), lambda: (torch.randn(2, 5, generator=_g()),)),
+    "gelu of a transposed tensor": (lambda a: F.gelu(a), lambda: (torch.randn(5, 7, generator=_g()).t(),)),
+    "silu": (lambda a: F.silu(a), lambda: (torch.randn(3, 8, generator=_g()),)),
+    "where": (lambda c, a, b: torch.where(c, a, b),
+              lambda: (torch.rand(4, 1, generator=_g()) > 0.5, torch.randn(4, 3), torch.randn(3))),
+    "sum over dims, keepdim": (lambda a: a.sum(dim=(0, 2), keepdim=True), lambda: (torch.randn(3, 4, 5),)),
+    "sum of ints to a float dtype": (lambda a: a.sum(dim=1, dtype=torch.float64), lambda: (torch.arange(12).reshape(3, 4),)),
+    "mean of a permuted tensor": (lambda a: a.mean(dim=1), lambda: (_permuted(2, 3, 4, 5),)),
+    "amax": (lambda a: a.amax(dim=-1), lambda: (torch.randn(4, 6, generator=_g()),)),
+    "argmax": (lambda a: a.argmax(dim=0), lambda: (torch.randn(4, 6, generator=_g()),)),
+    "mm of a transposed operand": (lambda a, b: a @ b, lambda: (torch.randn(6, 4).t(), torch.randn(6, 3))),
+    "addmm": (lambda c, a, b: torch.addmm(c, a, b), lambda: (torch.randn(3), torch.randn(5, 4), torch.randn(4, 3))),
+    "bmm": (lambda a, b: torch.bmm(a, b), lambda: (torch.randn(2, 3, 4), torch.randn(2, 4, 5))),
+    "log_softmax": (lambda a: F.log_softmax(a, dim=1), lambda: (torch.randn(4, 7, generator=_g()),)),
+    "softmax of a transposed tensor": (lambda a: F.softmax(a, dim=0), lambda: (torch.randn(4, 7, generator=_g()).t(),)),
+    "cat of mixed dtypes": (lambda a, b: torch.cat([a, b], dim=1), lambda: (torch.randn(2, 3), torch.arange(4).reshape(2, 2))),
+    "gather": (lambda a, i: torch.gather(a, 1, i), lambda: (torch.randn(3, 5), torch.tensor([[0, 4], [1, 1], [3, 2]]))),
+    "index with a tensor": (lambda a, i: a[i], lambda: (torch.randn(6, 4), torch.tensor([5, 0, 2]))),
+    "max_pool2d with indices": (lambda a: F.max_pool2d(a, 2, return_indices=True),
+                                lambda: (torch.randn(2, 3, 6, 6, generator=_g()),)),
+    "nll_loss": (lambda a, t: F.nll_loss(F.log_softmax(a, 1), t),
+                 lambda: (torch.randn(5, 4, generator=_g()), torch.tensor([0, 3, 1, 2, 3]))),
+    "mse_loss, no reduction": (lambda a, b: F.mse_loss(a, b, reduction="none"), lambda: (torch.randn(3, 4), torch.randn(3, 4))),
+    "clamp_min": (lambda a: a.clamp_min(0.1), lambda: (torch.randn(3, 4, generator=_g()),)),
+    "lerp_ in place": (lambda a, b: a.lerp_(b, 0.3), lambda: (torch.randn(4, 3), torch.randn(4, 3))),
+    "addcmul_ in place": (lambda a, b, c: a.addcmul_(b, c, value=0.5), lambda: (torch.randn(4), torch.randn(4), torch.randn(4))),
+    "fill_": (lambda a: a.fill_(3), lambda: (torch.empty(2, 3),)),
+    "zero_ of a transposed tensor": (lambda a: a.t().zero_(), lambda: (torch.randn(3, 2),)),
+}
+
+
+def _flat(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+@pytest.mark.parametrize("label", list(CASES))
+def test_outputs_have_cpu_sizes_strides_and_dtypes(openreg, assert_close_cpu, label):
+    fn, make = CASES[label]
+    torch.manual_seed(0)
+    args = make()
+    want = _flat(fn(*[a.clone() for a in args]))
+    got = _flat(fn(*[a.to("openreg") for a in args]))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.device.type == "openreg"
+        assert (g.shape, g.stride(), g.dtype) == (w.shape, w.stride(), w.dtype), label
+        assert_close_cpu(g, w)
+
+
+BAD_CALLS = {
+    "add of shapes that do not broadcast": (lambda a, b: a + b, lambda: (torch.randn(3, 4), torch.randn(5, 4))),
+    "gelu's approximate": (lambda a: F.gelu(a, approximate="xyz"), lambda: (torch.randn(3),)),
+    "gelu_backward's approximate": (lambda g, a: torch.ops.aten.gelu_backward(g, a, approximate="fast"),
+                                    lambda: (torch.randn(3), torch.randn(3))),
+}
+
+
+@pytest.mark.parametrize("label", list(BAD_CALLS))
+def test_bad_arguments_raise_cpus_error_at_the_call(openreg, label):
+    fn, make = BAD_CALLS[label]
+    args = make()
+    with pytest.raises(RuntimeError) as cpu:
+        fn(*args)
+    with pytest.raises(RuntimeError) as dev:
+        fn(*[a.to("openreg") for a in args])  # raised here, not at a later synchronisation
+    assert str(dev.value) == str(cpu.value)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        torch.randn(2, 3, device="openreg") @ torch.randn(4, 2, device="openreg")
+
+
+def test_a_models_first_ops_do_not_import_torch_dynamo(run_python, describe):
+    # Python Meta kernels (torch._refs) import torch._dynamo on first use: one to
+    # two seconds before a script's first device op returns. (torch.optim's
+    # constructors import it too, on any device: not part of this check.)
+    proc = run_python(
+        "import sys, torch\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).to('openreg')\n"
+        "x = torch.randn(5, 8, device='openreg')\n"
+        "loss = torch.nn.functional.cross_entropy(m(x) * 2.0 + 1, torch.tensor([0, 1, 2, 3, 0], device='openreg'))\n"
+        "loss.backward()\n"
+        "print(loss.item(), 'torch._dynamo' in sys.modules)\n"
+    )
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stdout.split()[-1] == "False", describe(proc)

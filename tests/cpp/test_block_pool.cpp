@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -58,20 +59,90 @@ TEST(BlockPool, BlocksAreAlignedAndWritable) {
   for (auto& b : live) pool.free(b);
 }
 
-TEST(BlockPool, FreedBlockIsReusedBySameSizeClassOnly) {
+TEST(BlockPool, FreedBlockIsReusedByItsClassOrUpToTwiceSmallerOnes) {
   BlockPool pool;
   PoolBlock a = pool.allocate(0, 1000);  // class 1024
   void* first = a.ptr;
   pool.free(a);
-  PoolBlock other = pool.allocate(0, 1500);  // class 1536: not the cached block
+  PoolBlock other = pool.allocate(0, 1500);  // class 1536: larger than the cached block
   EXPECT_NE(other.ptr, first);
   PoolBlock again = pool.allocate(0, 700);  // class 1024 again
   EXPECT_EQ(again.ptr, first);
   EXPECT_EQ(again.bytes, 700u);
+  EXPECT_EQ(again.block, 1024u);
   PoolStats s = pool.stats(0);
   EXPECT_EQ(s.num_device_alloc, 2);  // 1024 and 1536 from the system, then reuse
   EXPECT_EQ(s.segment.current, 2);
   pool.free(other);
+  pool.free(again);
+
+  // Nothing of class 512 cached: a 500-byte request takes the 1024 block (twice its
+  // class), not the 1536 one; a 400-byte request then finds only the 1536 block,
+  // three times its class, and gets a new one.
+  PoolBlock small = pool.allocate(0, 500);
+  EXPECT_EQ(small.ptr, first);
+  EXPECT_EQ(small.block, 1024u);
+  EXPECT_EQ(pool.cached_bytes(0), 1536u);
+  PoolBlock smaller = pool.allocate(0, 400);
+  EXPECT_EQ(smaller.block, 512u);
+  EXPECT_EQ(pool.stats(0).num_device_alloc, 3);
+  pool.free(small);  // back to the 1024 list, where it came from
+  PoolBlock exact = pool.allocate(0, 1024);
+  EXPECT_EQ(exact.ptr, first);
+  pool.free(exact);
+  pool.free(smaller);
+  EXPECT_EQ(pool.stats(0).allocated_bytes.current, 0);
+  EXPECT_EQ(pool.cached_bytes(0), 512u + 1024u + 1536u);
+}
+
+TEST(BlockPool, ShapesThatChangeEveryStepReuseTheCache) {
+  // A step allocating tensors of a length that changes every step (a new sequence
+  // length each batch), lengths shuffled over a range: the cache serves most of them.
+  BlockPool pool;
+  std::vector<size_t> lengths;
+  for (size_t len = 32; len <= 128; ++len) lengths.push_back(len);
+  std::shuffle(lengths.begin(), lengths.end(), std::mt19937(3));
+  for (size_t len : lengths) {
+    std::vector<PoolBlock> step;
+    for (size_t width : {128u, 512u, 1000u}) step.push_back(pool.allocate(0, 32 * len * width));
+    for (auto& b : step) pool.free(b);
+  }
+  const PoolStats s = pool.stats(0);
+  EXPECT_LT(s.num_device_alloc, 3 * 97 / 4) << "most of the 291 requests from the cache";
+  EXPECT_EQ(s.allocated_bytes.current, 0);
+}
+
+TEST(BlockPool, CacheOverItsLimitGivesBackLeastRecentlyUsedClasses) {
+  std::vector<std::pair<void*, int>> returned;
+  const size_t floor = 64 * 1024;
+  BlockPool pool(true, [&](void* p, int device) { returned.emplace_back(p, device); }, floor);
+  // Sixteen 8 KiB blocks live at once: peak 128 KiB, the limit (above the floor).
+  std::vector<PoolBlock> live;
+  for (int i = 0; i < 16; ++i) live.push_back(pool.allocate(0, 8192));
+  for (auto& b : live) pool.free(b);
+  EXPECT_TRUE(returned.empty());
+  EXPECT_EQ(pool.cached_bytes(0), 16u * 8192u);
+  // Then one at a time, each a class never seen (and never reused: over twice the last):
+  // the cache passes its limit and gives back the oldest classes first, to half.
+  void* newest = nullptr;
+  for (size_t n : {20000u, 45000u, 95000u}) {
+    PoolBlock b = pool.allocate(0, n);
+    newest = b.ptr;
+    pool.free(b);
+  }
+  const size_t cached = pool.cached_bytes(0);
+  EXPECT_LE(cached, 16u * 8192u);  // never above the limit after a free
+  ASSERT_FALSE(returned.empty());
+  for (const auto& [p, device] : returned) {
+    EXPECT_EQ(device, 0);
+    EXPECT_NE(p, newest);  // the class freed last stays
+    std::free(p);          // give_back owns them now
+  }
+  const PoolStats s = pool.stats(0);
+  EXPECT_EQ(s.num_device_free, static_cast<int64_t>(returned.size()));
+  EXPECT_EQ(s.reserved_bytes.current, static_cast<int64_t>(cached));
+  PoolBlock again = pool.allocate(0, 95000);  // the newest class is still cached
+  EXPECT_EQ(again.ptr, newest);
   pool.free(again);
 }
 

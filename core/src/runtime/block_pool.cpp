@@ -41,14 +41,17 @@ PoolBlock BlockPool::allocate(int device, size_t n) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     Device& d = devices_[device];
-    auto it = d.free_lists.find(block);
-    if (it != d.free_lists.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      d.cached_bytes -= block;
+    // Its own class, or the smallest cached one up to twice its size.
+    auto it = d.free_lists.lower_bound(block);
+    if (it != d.free_lists.end() && it->first <= 2 * block) {
+      const size_t taken = it->first;
+      void* p = it->second.blocks.back();
+      it->second.blocks.pop_back();
+      if (it->second.blocks.empty()) d.free_lists.erase(it);
+      d.cached_bytes -= taken;
       d.stats.allocated_bytes.increase(n);
       d.stats.allocation.increase(1);
-      return {p, n, block, device};
+      return {p, n, taken, device};
     }
   }
   // A new block: malloc outside the lock (it may fault in pages or take a while).
@@ -64,27 +67,61 @@ PoolBlock BlockPool::allocate(int device, size_t n) {
   return {p, n, block, device};
 }
 
+void BlockPool::take_for_give_back(Device& d, size_t keep, size_t spare, std::vector<void*>* out) {
+  std::vector<std::pair<uint64_t, size_t>> by_age;  // (last_use, class)
+  for (const auto& [block, list] : d.free_lists) {
+    if (block != spare) by_age.emplace_back(list.last_use, block);
+  }
+  std::sort(by_age.begin(), by_age.end());
+  for (const auto& [age, block] : by_age) {
+    if (d.cached_bytes <= keep) break;
+    FreeList& list = d.free_lists[block];
+    while (!list.blocks.empty() && d.cached_bytes > keep) {
+      out->push_back(list.blocks.back());
+      list.blocks.pop_back();
+      d.cached_bytes -= block;
+      d.stats.reserved_bytes.decrease(block);
+      d.stats.segment.decrease(1);
+      d.stats.num_device_free++;
+    }
+    if (list.blocks.empty()) d.free_lists.erase(block);
+  }
+}
+
+void BlockPool::give_back(const std::vector<void*>& blocks, int device) const {
+  for (void* p : blocks) {
+    if (give_back_) {
+      give_back_(p, device);
+    } else {
+      std::free(p);
+    }
+  }
+}
+
 void BlockPool::free(const PoolBlock& b) {
   check_device(b.device);
+  std::vector<void*> over_limit;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     Device& d = devices_[b.device];
     d.stats.allocated_bytes.decrease(b.bytes);
     d.stats.allocation.decrease(1);
     if (caching_) {
-      d.free_lists[b.block].push_back(b.ptr);
+      FreeList& list = d.free_lists[b.block];
+      list.blocks.push_back(b.ptr);
+      list.last_use = ++d.uses;
       d.cached_bytes += b.block;
-      return;
+      const size_t limit = std::max(cache_floor_, static_cast<size_t>(d.stats.allocated_bytes.peak));
+      if (d.cached_bytes <= limit) return;
+      take_for_give_back(d, limit / 2, b.block, &over_limit);
+    } else {
+      d.stats.reserved_bytes.decrease(b.block);
+      d.stats.segment.decrease(1);
+      d.stats.num_device_free++;
+      over_limit.push_back(b.ptr);
     }
-    d.stats.reserved_bytes.decrease(b.block);
-    d.stats.segment.decrease(1);
-    d.stats.num_device_free++;
   }
-  if (give_back_) {
-    give_back_(b.ptr, b.device);
-  } else {
-    std::free(b.ptr);
-  }
+  give_back(over_limit, b.device);
 }
 
 size_t BlockPool::empty_cache() {
@@ -93,8 +130,8 @@ size_t BlockPool::empty_cache() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Device& d : devices_) {
-      for (auto& [block, ptrs] : d.free_lists) {
-        for (void* p : ptrs) {
+      for (auto& [block, list] : d.free_lists) {
+        for (void* p : list.blocks) {
           freed.push_back(p);
           bytes += block;
           d.stats.reserved_bytes.decrease(block);

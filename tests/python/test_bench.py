@@ -6,6 +6,8 @@ import os
 import re
 import sys
 
+import pytest
+
 
 def test_engine_benchmark_smoke(run_command, repo_root):
     script = os.path.join(repo_root, "bench", "engines.py")
@@ -115,6 +117,18 @@ def test_async_benchmark_smoke(run_command, repo_root, openreg, tmp_path):
     with open(md) as f:
         table = f.read()
     assert "digits CNN" in table and "launch" in table.lower(), table
+
+
+def test_new_shapes_benchmark_smoke(run_command, repo_root, openreg):
+    pytest.importorskip("transformers")
+    script = os.path.join(repo_root, "bench", "new_shapes.py")
+    proc = run_command([sys.executable, script, "--rounds", "1", "--steps", "2", "--models", "GPT-2"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"vector features: avx2 (yes|no), avx512f (yes|no), avx512_bf16 (yes|no)", proc.stdout)
+    row = re.search(r"^GPT-2 +([\d.]+) +([\d.]+) +([\d.]+)x .* (\d+) / (\d+)$", proc.stdout, re.M)
+    assert row, proc.stdout
+    reserved, peak = int(row.group(4)), int(row.group(5))
+    assert 0 < peak <= reserved, proc.stdout  # the cache holds at least what was live at the peak
 
 
 def test_compile_benchmark_smoke(run_command, repo_root, openreg, tmp_path):

@@ -4,7 +4,8 @@ The device sizes an op's outputs before an engine runs it, from the op's Meta
 kernel (core/src/aten/output_sizing.cpp). For the ops of
 core/src/aten/cpp_meta_kernels.cpp that is ATen's C++ Meta kernel called
 directly (the structured kernels' meta functions, which CPU's kernels run too)
-instead of the Python one `import torch` puts in the dispatcher. Reference: the
+instead of the Python one `import torch` puts in the dispatcher, and for layer
+norm and its backward, whose ATen Meta kernels are Python only, one of openreg's. Reference: the
 same calls on torch CPU: sizes, strides, dtypes, values, and the error for
 arguments that do not fit.
 """
@@ -61,7 +62,23 @@ CASES = {
     "addcmul_ in place": (lambda a, b, c: a.addcmul_(b, c, value=0.5), lambda: (torch.randn(4), torch.randn(4), torch.randn(4))),
     "fill_": (lambda a: a.fill_(3), lambda: (torch.empty(2, 3),)),
     "zero_ of a transposed tensor": (lambda a: a.t().zero_(), lambda: (torch.randn(3, 2),)),
+    # native_layer_norm and its backward: Meta kernels of openreg's own (ATen's are Python).
+    "layer_norm of a transposed input": (lambda x, w, b: torch.ops.aten.native_layer_norm(x.transpose(0, 1), [6], w, b, 1e-5),
+                                         lambda: (torch.randn(3, 4, 6, generator=_g()), torch.randn(6), torch.randn(6))),
+    "layer_norm over two dims, no weight or bias": (lambda x: torch.ops.aten.native_layer_norm(x, [4, 5], None, None, 1e-5),
+                                                    lambda: (torch.randn(2, 3, 4, 5, generator=_g()),)),
+    "layer_norm, bfloat16 input, float weight": (lambda x, w, b: torch.ops.aten.native_layer_norm(x, [8], w, b, 1e-5),
+                                                 lambda: (torch.randn(4, 8, generator=_g()).bfloat16(), torch.randn(8), torch.randn(8))),
+    "layer_norm_backward, every gradient": (lambda g, x, w, b: _layer_norm_backward(g, x, w, b, [True, True, True]),
+                                            lambda: (torch.randn(3, 5, 6), torch.randn(3, 5, 6, generator=_g()), torch.randn(6), torch.randn(6))),
+    "layer_norm_backward, the input's gradient only": (lambda g, x, w: _layer_norm_backward(g, x, w, None, [True, False, False]),
+                                                       lambda: (torch.randn(4, 6).t(), torch.randn(6, 4, generator=_g()), torch.randn(4))),
 }
+
+
+def _layer_norm_backward(grad, x, w, b, mask):
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [x.shape[-1]], w, b, 1e-5)
+    return torch.ops.aten.native_layer_norm_backward(grad, x, [x.shape[-1]], mean, rstd, w, b, mask)
 
 
 def _flat(out):
@@ -77,6 +94,9 @@ def test_outputs_have_cpu_sizes_strides_and_dtypes(openreg, assert_close_cpu, la
     got = _flat(fn(*[a.to("openreg") for a in args]))
     assert len(got) == len(want)
     for g, w in zip(got, want):
+        if w is None:  # a gradient not asked for
+            assert g is None, label
+            continue
         assert g.device.type == "openreg"
         assert (g.shape, g.stride(), g.dtype) == (w.shape, w.stride(), w.dtype), label
         assert_close_cpu(g, w)
@@ -87,6 +107,8 @@ BAD_CALLS = {
     "gelu's approximate": (lambda a: F.gelu(a, approximate="xyz"), lambda: (torch.randn(3),)),
     "gelu_backward's approximate": (lambda g, a: torch.ops.aten.gelu_backward(g, a, approximate="fast"),
                                     lambda: (torch.randn(3), torch.randn(3))),
+    "layer_norm's normalized shape": (lambda a: F.layer_norm(a, (5,)), lambda: (torch.randn(3, 4),)),
+    "layer_norm's weight shape": (lambda a, w: F.layer_norm(a, (4,), w), lambda: (torch.randn(3, 4), torch.randn(3))),
 }
 
 
@@ -109,7 +131,7 @@ def test_a_models_first_ops_do_not_import_torch_dynamo(run_python, describe):
     # constructors import it too, on any device: not part of this check.)
     proc = run_python(
         "import sys, torch\n"
-        "m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).to('openreg')\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.GELU(), torch.nn.Linear(16, 4)).to('openreg')\n"
         "x = torch.randn(5, 8, device='openreg')\n"
         "loss = torch.nn.functional.cross_entropy(m(x) * 2.0 + 1, torch.tensor([0, 1, 2, 3, 0], device='openreg'))\n"
         "loss.backward()\n"

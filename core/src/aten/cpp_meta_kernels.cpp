@@ -218,6 +218,11 @@
 #include <ATen/ops/topk_ops.h>
 #include <ATen/ops/sort_meta_dispatch.h>
 #include <ATen/ops/sort_ops.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/layer_norm.h>
+#include <ATen/native/cpu/mixed_data_type.h>
+#include <ATen/ops/native_layer_norm_backward_ops.h>
+#include <ATen/ops/native_layer_norm_ops.h>
 
 #include <unordered_map>
 
@@ -227,13 +232,14 @@ namespace {
 
 // One entry: the operator's schema type (at::_ops) picks the overload of the
 // at::meta function, so a mismatch between the two fails to compile.
-#define OPENREG_CPP_META_CHECKED(ops, fn, check)                                                    \
+#define OPENREG_META_KERNEL(ops, fn_pointer, check)                                                 \
   std::pair<std::string, CppMeta> {                                                                  \
     qualified(at::_ops::ops::name, at::_ops::ops::overload_name),                                    \
         CppMeta{c10::KernelFunction::makeFromUnboxedFunction(                                        \
-                    c10::CompileTimeFunctionPointer<at::_ops::ops::schema, &at::meta::fn>()),        \
+                    c10::CompileTimeFunctionPointer<at::_ops::ops::schema, fn_pointer>()),           \
                 check}                                                                               \
   }
+#define OPENREG_CPP_META_CHECKED(ops, fn, check) OPENREG_META_KERNEL(ops, &at::meta::fn, check)
 #define OPENREG_CPP_META(ops, fn) OPENREG_CPP_META_CHECKED(ops, fn, nullptr)
 
 std::string qualified(const char* name, const char* overload) {
@@ -246,6 +252,57 @@ template <size_t Arg>
 void check_gelu_approximate(const torch::jit::Stack& args) {
   const auto& mode = args.at(Arg).toStringRef();
   TORCH_CHECK(mode == "none" || mode == "tanh", "approximate argument must be either none or tanh.");
+}
+
+// ------------------------------------------------- layer norm: Meta kernels of ours
+// ATen has no C++ Meta kernel for native_layer_norm and its backward, only Python
+// decompositions run on Meta tensors (torch._decomp): about 2 and 3 ms a call, five
+// of each in a 2-layer BERT's training step, at every new sequence length. These
+// give the outputs CPU's kernels make (layer_norm_cpu, layer_norm_backward_cpu):
+// the same checks (ATen's own _check_layer_norm_inputs, with its messages),
+// contiguous outputs, and the statistics in float for a bfloat16 or half input
+// with float parameters. tests/python/test_output_sizing.py compares them with CPU.
+
+at::Tensor meta_empty(c10::IntArrayRef sizes, c10::ScalarType dtype) {
+  return at::Tensor(at::detail::empty_meta(sizes, dtype));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_meta(const at::Tensor& input,
+                                                               c10::SymIntArrayRef normalized_shape_sym,
+                                                               const std::optional<at::Tensor>& weight_opt,
+                                                               const std::optional<at::Tensor>& bias_opt,
+                                                               double /*eps*/) {
+  const c10::IntArrayRef normalized_shape = C10_AS_INTARRAYREF_SLOW(normalized_shape_sym);
+  const at::Tensor weight = weight_opt.value_or(at::Tensor());
+  const at::Tensor bias = bias_opt.value_or(at::Tensor());
+  at::native::_check_layer_norm_inputs(input, normalized_shape, weight, bias);
+  const auto axis = static_cast<size_t>(input.dim()) - normalized_shape.size();
+  c10::DimVector stat_shape(input.sizes().begin(), input.sizes().begin() + static_cast<std::ptrdiff_t>(axis));
+  stat_shape.resize(static_cast<size_t>(input.dim()), 1);
+  const c10::ScalarType stat_dtype =
+      at::native::param_scalar_type(input, at::native::is_mixed_type(input, weight, bias));
+  return {meta_empty(input.sizes(), input.scalar_type()), meta_empty(stat_shape, stat_dtype),
+          meta_empty(stat_shape, stat_dtype)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_meta(
+    const at::Tensor& /*grad_out*/, const at::Tensor& input, c10::SymIntArrayRef normalized_shape_sym,
+    const at::Tensor& /*mean*/, const at::Tensor& /*rstd*/, const std::optional<at::Tensor>& weight_opt,
+    const std::optional<at::Tensor>& bias_opt, std::array<bool, 3> grad_input_mask) {
+  const c10::IntArrayRef normalized_shape = C10_AS_INTARRAYREF_SLOW(normalized_shape_sym);
+  const at::Tensor weight = weight_opt.value_or(at::Tensor());
+  const at::Tensor bias = bias_opt.value_or(at::Tensor());
+  at::native::_check_layer_norm_inputs(input, normalized_shape, weight, bias);
+  // CPU's kernel makes each gradient like its tensor, contiguous; a gradient asked
+  // for a parameter the call did not pass has no tensor to be like.
+  auto like = [](const at::Tensor& t, const char* what) {
+    TORCH_CHECK(t.defined(), "native_layer_norm_backward: the ", what,
+                " gradient was asked for (output_mask) but no ", what, " was passed");
+    return meta_empty(t.sizes(), t.scalar_type());
+  };
+  return {grad_input_mask[0] ? like(input, "input") : at::Tensor(),
+          grad_input_mask[1] ? like(weight, "weight") : at::Tensor(),
+          grad_input_mask[2] ? like(bias, "bias") : at::Tensor()};
 }
 
 // The ops whose Meta kernel torch replaces with Python and that models run:
@@ -436,12 +493,15 @@ OPENREG_CPP_META(add_Tensor, add),
       OPENREG_CPP_META(arange_start_out, arange_outf),
       OPENREG_CPP_META(topk, topk_symint),
       OPENREG_CPP_META(sort_stable, sort),
+      OPENREG_META_KERNEL(native_layer_norm, &layer_norm_meta, nullptr),
+      OPENREG_META_KERNEL(native_layer_norm_backward, &layer_norm_backward_meta, nullptr),
   };
   return *kernels;
 }
 
 #undef OPENREG_CPP_META
 #undef OPENREG_CPP_META_CHECKED
+#undef OPENREG_META_KERNEL
 
 }  // namespace
 

@@ -4,8 +4,9 @@ The device sizes an op's outputs before an engine runs it, from the op's Meta
 kernel (core/src/aten/output_sizing.cpp). For the ops of
 core/src/aten/cpp_meta_kernels.cpp that is ATen's C++ Meta kernel called
 directly (the structured kernels' meta functions, which CPU's kernels run too)
-instead of the Python one `import torch` puts in the dispatcher, and for layer
-norm and its backward, whose ATen Meta kernels are Python only, one of openreg's. Reference: the
+instead of the Python one `import torch` puts in the dispatcher, and for relu,
+layer norm and its backward, whose ATen Meta kernels are Python only, one of
+openreg's. Reference: the
 same calls on torch CPU: sizes, strides, dtypes, values, and the error for
 arguments that do not fit.
 """
@@ -62,7 +63,10 @@ CASES = {
     "addcmul_ in place": (lambda a, b, c: a.addcmul_(b, c, value=0.5), lambda: (torch.randn(4), torch.randn(4), torch.randn(4))),
     "fill_": (lambda a: a.fill_(3), lambda: (torch.empty(2, 3),)),
     "zero_ of a transposed tensor": (lambda a: a.t().zero_(), lambda: (torch.randn(3, 2),)),
-    # native_layer_norm and its backward: Meta kernels of openreg's own (ATen's are Python).
+    # relu, native_layer_norm and its backward: Meta kernels of openreg's own (ATen's are Python).
+    "relu of a permuted tensor": (lambda a: torch.relu(a), lambda: (_permuted(2, 3, 4, 5),)),
+    "relu_ in place, transposed": (lambda a: a.t().relu_(), lambda: (torch.randn(4, 3, generator=_g()),)),
+    "relu of ints": (lambda a: torch.relu(a), lambda: (torch.arange(-4, 4).reshape(2, 4),)),
     "layer_norm of a transposed input": (lambda x, w, b: torch.ops.aten.native_layer_norm(x.transpose(0, 1), [6], w, b, 1e-5),
                                          lambda: (torch.randn(3, 4, 6, generator=_g()), torch.randn(6), torch.randn(6))),
     "layer_norm over two dims, no weight or bias": (lambda x: torch.ops.aten.native_layer_norm(x, [4, 5], None, None, 1e-5),
@@ -107,6 +111,7 @@ BAD_CALLS = {
     "gelu's approximate": (lambda a: F.gelu(a, approximate="xyz"), lambda: (torch.randn(3),)),
     "gelu_backward's approximate": (lambda g, a: torch.ops.aten.gelu_backward(g, a, approximate="fast"),
                                     lambda: (torch.randn(3), torch.randn(3))),
+    "relu of booleans": (lambda a: torch.relu(a), lambda: (torch.tensor([True, False]),)),
     "layer_norm's normalized shape": (lambda a: F.layer_norm(a, (5,)), lambda: (torch.randn(3, 4),)),
     "layer_norm's weight shape": (lambda a, w: F.layer_norm(a, (4,), w), lambda: (torch.randn(3, 4), torch.randn(3))),
 }

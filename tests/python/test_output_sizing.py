@@ -5,8 +5,8 @@ kernel (core/src/aten/output_sizing.cpp). For the ops of
 core/src/aten/cpp_meta_kernels.cpp that is ATen's C++ Meta kernel called
 directly (the structured kernels' meta functions, which CPU's kernels run too)
 instead of the Python one `import torch` puts in the dispatcher, and for relu,
-layer norm and its backward, whose ATen Meta kernels are Python only, one of
-openreg's. Reference: the
+layer norm, batch norm and their backwards, whose ATen Meta kernels are Python
+only, one of openreg's. Reference: the
 same calls on torch CPU: sizes, strides, dtypes, values, and the error for
 arguments that do not fit.
 """
@@ -63,7 +63,7 @@ CASES = {
     "addcmul_ in place": (lambda a, b, c: a.addcmul_(b, c, value=0.5), lambda: (torch.randn(4), torch.randn(4), torch.randn(4))),
     "fill_": (lambda a: a.fill_(3), lambda: (torch.empty(2, 3),)),
     "zero_ of a transposed tensor": (lambda a: a.t().zero_(), lambda: (torch.randn(3, 2),)),
-    # relu, native_layer_norm and its backward: Meta kernels of openreg's own (ATen's are Python).
+    # relu, layer norm, batch norm and their backwards: Meta kernels of openreg's own (ATen's are Python).
     "relu of a permuted tensor": (lambda a: torch.relu(a), lambda: (_permuted(2, 3, 4, 5),)),
     "relu_ in place, transposed": (lambda a: a.t().relu_(), lambda: (torch.randn(4, 3, generator=_g()),)),
     "relu of ints": (lambda a: torch.relu(a), lambda: (torch.arange(-4, 4).reshape(2, 4),)),
@@ -77,7 +77,35 @@ CASES = {
                                             lambda: (torch.randn(3, 5, 6), torch.randn(3, 5, 6, generator=_g()), torch.randn(6), torch.randn(6))),
     "layer_norm_backward, the input's gradient only": (lambda g, x, w: _layer_norm_backward(g, x, w, None, [True, False, False]),
                                                        lambda: (torch.randn(4, 6).t(), torch.randn(6, 4, generator=_g()), torch.randn(4))),
+    "batch_norm training, channels-last input": (
+        lambda x, w, b, rm, rv: torch.ops.aten.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5),
+        lambda: (_permuted(2, 3, 4, 5), torch.randn(3), torch.randn(3), torch.zeros(3), torch.ones(3))),
+    "batch_norm evaluation, 3-d input": (
+        lambda x, w, b, rm, rv: torch.ops.aten.native_batch_norm(x, w, b, rm, rv, False, 0.1, 1e-5),
+        lambda: (torch.randn(4, 3, 7, generator=_g()), torch.randn(3), torch.randn(3), torch.randn(3), torch.rand(3) + 0.5)),
+    "batch_norm training, no parameters or running statistics": (
+        lambda x: torch.ops.aten.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5),
+        lambda: (torch.randn(5, 4, generator=_g()),)),
+    "batch_norm, bfloat16 input, float parameters": (
+        lambda x, w, b, rm, rv: torch.ops.aten.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5),
+        lambda: (torch.randn(4, 3, 5, 5, generator=_g()).bfloat16(), torch.randn(3), torch.randn(3), torch.zeros(3),
+                 torch.ones(3))),
+    "batch_norm_backward, channels-last, every gradient": (
+        lambda g, x, w: _batch_norm_backward(g, x, w, True, [True, True, True]),
+        lambda: (_permuted(2, 3, 4, 5), _permuted(2, 3, 4, 5), torch.randn(3))),
+    "batch_norm_backward, transposed gradient, the input's only": (
+        lambda g, x, w: _batch_norm_backward(g.transpose(2, 3), x, w, True, [True, False, False]),
+        lambda: (torch.randn(2, 3, 5, 4), torch.randn(2, 3, 4, 5, generator=_g()), torch.randn(3))),
+    "batch_norm_backward, evaluation mode": (
+        lambda g, x, w: _batch_norm_backward(g, x, w, False, [True, True, False]),
+        lambda: (torch.randn(6, 3), torch.randn(6, 3, generator=_g()), torch.randn(3))),
 }
+
+
+def _batch_norm_backward(grad, x, w, train, mask):
+    rm, rv = torch.zeros(3, device=x.device), torch.ones(3, device=x.device)
+    _, mean, invstd = torch.ops.aten.native_batch_norm(x, w, None, rm, rv, train, 0.1, 1e-5)
+    return torch.ops.aten.native_batch_norm_backward(grad, x, w, rm, rv, mean, invstd, train, 1e-5, mask)
 
 
 def _layer_norm_backward(grad, x, w, b, mask):
@@ -130,13 +158,24 @@ def test_bad_arguments_raise_cpus_error_at_the_call(openreg, label):
         torch.randn(2, 3, device="openreg") @ torch.randn(4, 2, device="openreg")
 
 
+def test_batch_norm_with_parameters_of_the_wrong_size_raises(openreg):
+    # CPU's kernel reads past a short parameter when called directly; the device
+    # checks it as torch.nn.functional.batch_norm does.
+    x = torch.randn(4, 3, 5, device="openreg")
+    with pytest.raises(RuntimeError, match="weight should contain 3 elements not 4"):
+        torch.ops.aten.native_batch_norm(x, torch.ones(4, device="openreg"), None, None, None, True, 0.1, 1e-5)
+    with pytest.raises(RuntimeError, match="running_mean and running_var must be defined in evaluation mode"):
+        torch.ops.aten.native_batch_norm(x, None, None, None, None, False, 0.1, 1e-5)
+
+
 def test_a_models_first_ops_do_not_import_torch_dynamo(run_python, describe):
     # Python Meta kernels (torch._refs) import torch._dynamo on first use: one to
     # two seconds before a script's first device op returns. (torch.optim's
     # constructors import it too, on any device: not part of this check.)
     proc = run_python(
         "import sys, torch\n"
-        "m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.GELU(), torch.nn.Linear(16, 4)).to('openreg')\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(), "
+        "torch.nn.LayerNorm(16), torch.nn.GELU(), torch.nn.Linear(16, 4)).to('openreg')\n"
         "x = torch.randn(5, 8, device='openreg')\n"
         "loss = torch.nn.functional.cross_entropy(m(x) * 2.0 + 1, torch.tensor([0, 1, 2, 3, 0], device='openreg'))\n"
         "loss.backward()\n"

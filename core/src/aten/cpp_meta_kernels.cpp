@@ -222,6 +222,8 @@
 #include <ATen/native/layer_norm.h>
 #include <ATen/native/cpu/mixed_data_type.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
+#include <ATen/ops/native_batch_norm_backward_ops.h>
+#include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/relu_ops.h>
 
@@ -259,7 +261,8 @@ void check_gelu_approximate(const torch::jit::Stack& args) {
 // For ops models run whose ATen Meta kernel is Python only (decompositions run on
 // Meta tensors, torch._decomp): relu 0.7 ms a call, native_layer_norm about 2 and
 // its backward 3 (five of each in a 2-layer BERT's training step, at every new
-// sequence length). Each gives the outputs CPU's kernel makes, with its checks and
+// sequence length), native_batch_norm and its backward 2-4 (twenty of each in a
+// ResNet-18's training step, at every new image or batch size). Each gives the outputs CPU's kernel makes, with its checks and
 // messages; tests/python/test_output_sizing.py compares them with CPU's.
 
 // CPU's relu is clamp_min(self, 0) after refusing booleans.
@@ -315,6 +318,75 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_meta(
   return {grad_input_mask[0] ? like(input, "input") : at::Tensor(),
           grad_input_mask[1] ? like(weight, "weight") : at::Tensor(),
           grad_input_mask[2] ? like(bias, "bias") : at::Tensor()};
+}
+
+// batch_norm_cpu and batch_norm_backward_cpu. Outputs keep a channels-last input's
+// layout; the saved statistics are per channel in training, empty in evaluation, in
+// float for a bfloat16 or half input with float parameters. The parameters' sizes
+// are checked as torch.nn.functional.batch_norm checks them before it calls this op
+// (CPU's kernel would read past a short one).
+bool dense_in_some_format(const at::Tensor& t) {
+  return t.is_contiguous() || t.is_contiguous(at::MemoryFormat::ChannelsLast) ||
+         t.is_contiguous(at::MemoryFormat::ChannelsLast3d);
+}
+c10::MemoryFormat dense_format(const at::Tensor& t) {  // of a tensor dense_in_some_format
+  if (t.is_contiguous()) return c10::MemoryFormat::Contiguous;
+  return t.is_contiguous(at::MemoryFormat::ChannelsLast3d) ? c10::MemoryFormat::ChannelsLast3d
+                                                           : c10::MemoryFormat::ChannelsLast;
+}
+bool contiguous_or_absent(const at::Tensor& t) { return !t.defined() || t.is_contiguous(); }
+
+void check_per_channel(const char* what, const at::Tensor& t, int64_t channels) {
+  TORCH_CHECK(!t.defined() || t.numel() == channels, what, " should contain ", channels, " elements not ",
+              t.numel());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_meta(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight_opt, const std::optional<at::Tensor>& bias_opt,
+    const std::optional<at::Tensor>& running_mean_opt, const std::optional<at::Tensor>& running_var_opt, bool train,
+    double /*momentum*/, double /*eps*/) {
+  const at::Tensor weight = weight_opt.value_or(at::Tensor());
+  const at::Tensor bias = bias_opt.value_or(at::Tensor());
+  const at::Tensor running_mean = running_mean_opt.value_or(at::Tensor());
+  const at::Tensor running_var = running_var_opt.value_or(at::Tensor());
+  const int64_t channels = input.size(1);
+  TORCH_CHECK(train || (running_mean.defined() && running_var.defined()),
+              "running_mean and running_var must be defined in evaluation mode");
+  check_per_channel("running_mean", running_mean, channels);
+  check_per_channel("running_var", running_var, channels);
+  check_per_channel("weight", weight, channels);
+  check_per_channel("bias", bias, channels);
+  const bool all_contiguous = dense_in_some_format(input) && contiguous_or_absent(weight) &&
+                              contiguous_or_absent(bias) && contiguous_or_absent(running_mean) &&
+                              contiguous_or_absent(running_var);
+  const c10::ScalarType stat_dtype = at::native::param_scalar_type(
+      input, at::native::is_mixed_type(input, weight, bias, running_mean, running_var));
+  const int64_t stat_size = train ? channels : 0;
+  return {at::Tensor(at::detail::empty_meta(input.sizes(), input.scalar_type(),
+                                            all_contiguous ? dense_format(input) : input.suggest_memory_format())),
+          meta_empty({stat_size}, stat_dtype), meta_empty({stat_size}, stat_dtype)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_meta(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight_opt,
+    const std::optional<at::Tensor>& running_mean_opt, const std::optional<at::Tensor>& running_var_opt,
+    const std::optional<at::Tensor>& save_mean_opt, const std::optional<at::Tensor>& save_invstd_opt, bool /*train*/,
+    double /*eps*/, std::array<bool, 3> grad_input_mask) {
+  const bool mixed = at::native::is_mixed_type(
+      input, weight_opt.value_or(at::Tensor()), running_mean_opt.value_or(at::Tensor()),
+      running_var_opt.value_or(at::Tensor()), save_mean_opt.value_or(at::Tensor()),
+      save_invstd_opt.value_or(at::Tensor()));
+  const c10::ScalarType param_dtype = at::native::param_scalar_type(input, mixed);
+  const int64_t channels = input.size(1);
+  at::Tensor grad_input;
+  if (grad_input_mask[0]) {
+    const bool all_contiguous = dense_in_some_format(input) && dense_in_some_format(grad_out) &&
+                                input.suggest_memory_format() == grad_out.suggest_memory_format();
+    grad_input = at::Tensor(at::detail::empty_meta(
+        input.sizes(), input.scalar_type(), all_contiguous ? dense_format(input) : input.suggest_memory_format()));
+  }
+  return {grad_input, grad_input_mask[1] ? meta_empty({channels}, param_dtype) : at::Tensor(),
+          grad_input_mask[2] ? meta_empty({channels}, param_dtype) : at::Tensor()};
 }
 
 // The ops whose Meta kernel torch replaces with Python and that models run:
@@ -508,6 +580,8 @@ OPENREG_CPP_META(add_Tensor, add),
       OPENREG_META_KERNEL(relu, &relu_meta, nullptr),
       OPENREG_META_KERNEL(relu_, &relu__meta, nullptr),
       OPENREG_META_KERNEL(native_layer_norm, &layer_norm_meta, nullptr),
+      OPENREG_META_KERNEL(native_batch_norm, &batch_norm_meta, nullptr),
+      OPENREG_META_KERNEL(native_batch_norm_backward, &batch_norm_backward_meta, nullptr),
       OPENREG_META_KERNEL(native_layer_norm_backward, &layer_norm_backward_meta, nullptr),
   };
   return *kernels;

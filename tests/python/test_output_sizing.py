@@ -4,9 +4,9 @@ The device sizes an op's outputs before an engine runs it, from the op's Meta
 kernel (core/src/aten/output_sizing.cpp). For the ops of
 core/src/aten/cpp_meta_kernels.cpp that is ATen's C++ Meta kernel called
 directly (the structured kernels' meta functions, which CPU's kernels run too)
-instead of the Python one `import torch` puts in the dispatcher, and for relu,
-layer norm, batch norm and their backwards, whose ATen Meta kernels are Python
-only, one of openreg's. Reference: the
+instead of the Python one `import torch` puts in the dispatcher, and for where,
+relu, layer norm, batch norm and their backwards, whose ATen Meta kernels are
+Python only, one of openreg's. Reference: the
 same calls on torch CPU: sizes, strides, dtypes, values, and the error for
 arguments that do not fit.
 """
@@ -63,7 +63,8 @@ CASES = {
     "addcmul_ in place": (lambda a, b, c: a.addcmul_(b, c, value=0.5), lambda: (torch.randn(4), torch.randn(4), torch.randn(4))),
     "fill_": (lambda a: a.fill_(3), lambda: (torch.empty(2, 3),)),
     "zero_ of a transposed tensor": (lambda a: a.t().zero_(), lambda: (torch.randn(3, 2),)),
-    # relu, layer norm, batch norm and their backwards: Meta kernels of openreg's own (ATen's are Python).
+    # where, relu, layer norm, batch norm and their backwards: Meta kernels of openreg's own
+    # (ATen's are Python).
     "relu of a permuted tensor": (lambda a: torch.relu(a), lambda: (_permuted(2, 3, 4, 5),)),
     "relu_ in place, transposed": (lambda a: a.t().relu_(), lambda: (torch.randn(4, 3, generator=_g()),)),
     "relu of ints": (lambda a: torch.relu(a), lambda: (torch.arange(-4, 4).reshape(2, 4),)),
@@ -77,6 +78,11 @@ CASES = {
                                             lambda: (torch.randn(3, 5, 6), torch.randn(3, 5, 6, generator=_g()), torch.randn(6), torch.randn(6))),
     "layer_norm_backward, the input's gradient only": (lambda g, x, w: _layer_norm_backward(g, x, w, None, [True, False, False]),
                                                        lambda: (torch.randn(4, 6).t(), torch.randn(6, 4, generator=_g()), torch.randn(4))),
+    "where, permuted operands of mixed dtypes": (lambda c, a, b: torch.where(c, a, b),
+                                                 lambda: (_permuted(2, 3, 4, 5) > 0, _permuted(2, 3, 4, 5),
+                                                          torch.arange(5, dtype=torch.int32))),
+    "where with a scalar": (lambda c, a: torch.where(c, a, -1.5),
+                            lambda: (torch.rand(3, 4, generator=_g()) > 0.5, torch.randn(4, 3).t())),
     "batch_norm training, channels-last input": (
         lambda x, w, b, rm, rv: torch.ops.aten.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5),
         lambda: (_permuted(2, 3, 4, 5), torch.randn(3), torch.randn(3), torch.zeros(3), torch.ones(3))),
@@ -139,6 +145,9 @@ BAD_CALLS = {
     "gelu's approximate": (lambda a: F.gelu(a, approximate="xyz"), lambda: (torch.randn(3),)),
     "gelu_backward's approximate": (lambda g, a: torch.ops.aten.gelu_backward(g, a, approximate="fast"),
                                     lambda: (torch.randn(3), torch.randn(3))),
+    "where's condition": (lambda c, a: torch.where(c, a, a), lambda: (torch.randn(3), torch.randn(3))),
+    "where of shapes that do not broadcast": (lambda c, a, b: torch.where(c, a, b),
+                                              lambda: (torch.ones(3, dtype=torch.bool), torch.randn(3), torch.randn(4))),
     "relu of booleans": (lambda a: torch.relu(a), lambda: (torch.tensor([True, False]),)),
     "layer_norm's normalized shape": (lambda a: F.layer_norm(a, (5,)), lambda: (torch.randn(3, 4),)),
     "layer_norm's weight shape": (lambda a, w: F.layer_norm(a, (4,), w), lambda: (torch.randn(3, 4), torch.randn(3))),

@@ -226,6 +226,9 @@
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/relu_ops.h>
+#include <ATen/ops/where_ops.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/TypeProperties.h>
 
 #include <unordered_map>
 
@@ -259,7 +262,7 @@ void check_gelu_approximate(const torch::jit::Stack& args) {
 
 // ------------------------------------------------------------ Meta kernels of ours
 // For ops models run whose ATen Meta kernel is Python only (decompositions run on
-// Meta tensors, torch._decomp): relu 0.7 ms a call, native_layer_norm about 2 and
+// Meta tensors, torch._decomp): relu 0.7 ms a call, where 0.4, native_layer_norm about 2 and
 // its backward 3 (five of each in a 2-layer BERT's training step, at every new
 // sequence length), native_batch_norm and its backward 2-4 (twenty of each in a
 // ResNet-18's training step, at every new image or batch size). Each gives the outputs CPU's kernel makes, with its checks and
@@ -387,6 +390,32 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_meta(
   }
   return {grad_input, grad_input_mask[1] ? meta_empty({channels}, param_dtype) : at::Tensor(),
           grad_input_mask[2] ? meta_empty({channels}, param_dtype) : at::Tensor()};
+}
+
+// CPU's where: the condition boolean (or uint8, deprecated), the values promoted to
+// their result type, the output laid out by a TensorIterator over the three, as
+// CPU's kernel builds it. A 0-dim CPU operand counts as one of the device's.
+at::Tensor where_meta(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(condition.scalar_type() == at::kBool || condition.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+              condition.scalar_type());
+  at::native::ResultTypeState state{};
+  state = at::native::update_result_type_state(self, state);
+  state = at::native::update_result_type_state(other, state);
+  auto on_meta = [](const at::Tensor& t) {
+    if (t.is_meta() || t.dim() != 0) return t;
+    return at::Tensor(at::detail::empty_meta({}, t.scalar_type()));
+  };
+  const at::Tensor unsized_output, cond = on_meta(condition), a = on_meta(self), b = on_meta(other);
+  at::TensorIterator iter = at::TensorIteratorConfig()
+                                .check_all_same_dtype(false)
+                                .declare_static_dtype(at::native::result_type(state))
+                                .add_output(unsized_output)
+                                .add_const_input(cond)
+                                .add_const_input(a)
+                                .add_const_input(b)
+                                .build();
+  return iter.output();
 }
 
 // The ops whose Meta kernel torch replaces with Python and that models run:
@@ -579,6 +608,7 @@ OPENREG_CPP_META(add_Tensor, add),
       OPENREG_CPP_META(sort_stable, sort),
       OPENREG_META_KERNEL(relu, &relu_meta, nullptr),
       OPENREG_META_KERNEL(relu_, &relu__meta, nullptr),
+      OPENREG_META_KERNEL(where_self, &where_meta, nullptr),
       OPENREG_META_KERNEL(native_layer_norm, &layer_norm_meta, nullptr),
       OPENREG_META_KERNEL(native_batch_norm, &batch_norm_meta, nullptr),
       OPENREG_META_KERNEL(native_batch_norm_backward, &batch_norm_backward_meta, nullptr),

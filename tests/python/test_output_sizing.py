@@ -5,8 +5,8 @@ kernel (core/src/aten/output_sizing.cpp). For the ops of
 core/src/aten/cpp_meta_kernels.cpp that is ATen's C++ Meta kernel called
 directly (the structured kernels' meta functions, which CPU's kernels run too)
 instead of the Python one `import torch` puts in the dispatcher, and for where,
-relu, layer norm, batch norm and their backwards, whose ATen Meta kernels are
-Python only, one of openreg's. Reference: the
+relu, mse_loss_backward, layer norm, batch norm and their backwards, whose ATen
+Meta kernels are Python only, one of openreg's. Reference: the
 same calls on torch CPU: sizes, strides, dtypes, values, and the error for
 arguments that do not fit.
 """
@@ -63,8 +63,8 @@ CASES = {
     "addcmul_ in place": (lambda a, b, c: a.addcmul_(b, c, value=0.5), lambda: (torch.randn(4), torch.randn(4), torch.randn(4))),
     "fill_": (lambda a: a.fill_(3), lambda: (torch.empty(2, 3),)),
     "zero_ of a transposed tensor": (lambda a: a.t().zero_(), lambda: (torch.randn(3, 2),)),
-    # where, relu, layer norm, batch norm and their backwards: Meta kernels of openreg's own
-    # (ATen's are Python).
+    # where, relu, mse_loss_backward, layer norm, batch norm and their backwards: Meta kernels
+    # of openreg's own (ATen's are Python).
     "relu of a permuted tensor": (lambda a: torch.relu(a), lambda: (_permuted(2, 3, 4, 5),)),
     "relu_ in place, transposed": (lambda a: a.t().relu_(), lambda: (torch.randn(4, 3, generator=_g()),)),
     "relu of ints": (lambda a: torch.relu(a), lambda: (torch.arange(-4, 4).reshape(2, 4),)),
@@ -83,6 +83,12 @@ CASES = {
                                                           torch.arange(5, dtype=torch.int32))),
     "where with a scalar": (lambda c, a: torch.where(c, a, -1.5),
                             lambda: (torch.rand(3, 4, generator=_g()) > 0.5, torch.randn(4, 3).t())),
+    "mse_loss_backward, transposed input": (
+        lambda g, x, t: torch.ops.aten.mse_loss_backward(g, x.t(), t, 1),
+        lambda: (torch.tensor(1.0), torch.randn(5, 3, generator=_g()), torch.randn(3, 5))),
+    "mse_loss_backward, no reduction, broadcast target": (
+        lambda g, x, t: torch.ops.aten.mse_loss_backward(g, x, t, 0),
+        lambda: (torch.randn(4, 6), torch.randn(4, 6, generator=_g()), torch.randn(6))),
     "batch_norm training, channels-last input": (
         lambda x, w, b, rm, rv: torch.ops.aten.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5),
         lambda: (_permuted(2, 3, 4, 5), torch.randn(3), torch.randn(3), torch.zeros(3), torch.ones(3))),

@@ -17,11 +17,13 @@ void call_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 }
 
-// The device sizes outputs with the Meta kernels, whose native_batch_norm and
-// native_layer_norm keep the saved mean/invstd of a bfloat16/float16 input in float32
-// (as CUDA does); the CPU kernels keep them in the parameters' dtype (the input's
-// without parameters) and their backward insists on that. The backward gets them in
-// the dtype it expects: what the CPU's forward would have saved.
+// torch's Python Meta kernels of native_batch_norm and native_layer_norm keep the
+// saved mean/invstd of a bfloat16/float16 input in float32 (as CUDA does); the CPU
+// kernels keep them in the parameters' dtype (the input's without parameters) and
+// their backward insists on that. The device's own sizing now saves them as CPU does
+// (core/src/aten/cpp_meta_kernels.cpp), but statistics sized by the Python kernels
+// still arrive (a graph torch.compile traced with fake tensors). The backward gets
+// them in the dtype it expects: what the CPU's forward would have saved.
 void align_saved_stats(const OpEntry::SavedStatsArgs& a, torch::jit::Stack* stack) {
   auto& s = *stack;
   if (s.size() <= std::max({a.input, a.weight, a.mean, a.invstd}) || !s[a.input].isTensor()) return;

@@ -92,8 +92,8 @@ CASES = {
     "batch_norm training, channels-last input": (
         lambda x, w, b, rm, rv: torch.ops.aten.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5),
         lambda: (_permuted(2, 3, 4, 5), torch.randn(3), torch.randn(3), torch.zeros(3), torch.ones(3))),
-    "batch_norm evaluation, 3-d input": (
-        lambda x, w, b, rm, rv: torch.ops.aten.native_batch_norm(x, w, b, rm, rv, False, 0.1, 1e-5),
+    "batch_norm evaluation, 3-d input": (  # the output; the statistics: test_saved_statistics_...
+        lambda x, w, b, rm, rv: torch.ops.aten.native_batch_norm(x, w, b, rm, rv, False, 0.1, 1e-5)[0],
         lambda: (torch.randn(4, 3, 7, generator=_g()), torch.randn(3), torch.randn(3), torch.randn(3), torch.rand(3) + 0.5)),
     "batch_norm training, no parameters or running statistics": (
         lambda x: torch.ops.aten.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5),
@@ -171,6 +171,27 @@ def test_bad_arguments_raise_cpus_error_at_the_call(openreg, label):
     assert str(dev.value) == str(cpu.value)
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         torch.randn(2, 3, device="openreg") @ torch.randn(4, 2, device="openreg")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_saved_statistics_follow_torchs_meta_kernels(openreg, dtype):
+    # Where CPU's kernels differ from torch's Meta kernels (which torch.compile traces
+    # with, and CUDA follows): the statistics of a half or bfloat16 input in float,
+    # batch norm's in evaluation mode per channel (CPU: empty). The device follows Meta.
+    def geometry(outs):
+        return [(tuple(t.shape), t.stride(), t.dtype) for t in outs[1:]]
+
+    def both(fn, *args):
+        got = fn(*[a.to("openreg") for a in args])
+        want = fn(*[a.to("meta") for a in args])
+        assert geometry(got) == geometry(want)
+
+    x, p = torch.randn(4, 3, 5, dtype=dtype), torch.randn(3, dtype=dtype)
+    for train in (True, False):
+        both(lambda x, w, rm, rv: torch.ops.aten.native_batch_norm(x, w, w, rm, rv, train, 0.1, 1e-5),
+             x, p, torch.zeros(3, dtype=dtype), torch.ones(3, dtype=dtype))
+    y, q = torch.randn(2, 6, 8, dtype=dtype), torch.randn(8, dtype=dtype)
+    both(lambda y, w: torch.ops.aten.native_layer_norm(y, [8], w, w, 1e-5), y, q)
 
 
 def test_batch_norm_with_parameters_of_the_wrong_size_raises(openreg):

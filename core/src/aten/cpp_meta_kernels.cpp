@@ -270,6 +270,11 @@ void check_gelu_approximate(const torch::jit::Stack& args) {
 // or batch size). Each gives the outputs CPU's kernel makes, with its checks and
 // messages; tests/python/test_output_sizing.py compares them with CPU's.
 
+// A contiguous Meta tensor.
+at::Tensor meta_empty(c10::IntArrayRef sizes, c10::ScalarType dtype) {
+  return at::Tensor(at::detail::empty_meta(sizes, dtype));
+}
+
 // CPU's relu is clamp_min(self, 0) after refusing booleans.
 at::Tensor relu_meta(const at::Tensor& self) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
@@ -280,13 +285,17 @@ at::Tensor& relu__meta(at::Tensor& self) {
   return at::meta::clamp_min_(self, 0);
 }
 
-// layer_norm_cpu and layer_norm_backward_cpu: ATen's own input checks
-// (_check_layer_norm_inputs), contiguous outputs, and the statistics in float for a
-// bfloat16 or half input with float parameters.
-at::Tensor meta_empty(c10::IntArrayRef sizes, c10::ScalarType dtype) {
-  return at::Tensor(at::detail::empty_meta(sizes, dtype));
+// The saved statistics of layer and batch norm follow torch's Meta kernels (and
+// CUDA) where CPU's kernels differ: in float for a bfloat16 or half input whatever
+// the parameters' dtype (CPU: the parameters' dtype), and per channel in batch
+// norm's evaluation mode too (CPU: empty). torch.compile traces graphs with those
+// Meta kernels, so a compiled graph reads these tensors as they describe them.
+c10::ScalarType saved_stats_dtype(const at::Tensor& input) {
+  return at::isReducedFloatingType(input.scalar_type()) ? at::kFloat : input.scalar_type();
 }
 
+// layer_norm_cpu and layer_norm_backward_cpu: ATen's own input checks
+// (_check_layer_norm_inputs), contiguous outputs.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_meta(const at::Tensor& input,
                                                                c10::SymIntArrayRef normalized_shape_sym,
                                                                const std::optional<at::Tensor>& weight_opt,
@@ -299,10 +308,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_meta(const at::Tensor&
   const auto axis = static_cast<size_t>(input.dim()) - normalized_shape.size();
   c10::DimVector stat_shape(input.sizes().begin(), input.sizes().begin() + static_cast<std::ptrdiff_t>(axis));
   stat_shape.resize(static_cast<size_t>(input.dim()), 1);
-  const c10::ScalarType stat_dtype =
-      at::native::param_scalar_type(input, at::native::is_mixed_type(input, weight, bias));
-  return {meta_empty(input.sizes(), input.scalar_type()), meta_empty(stat_shape, stat_dtype),
-          meta_empty(stat_shape, stat_dtype)};
+  return {meta_empty(input.sizes(), input.scalar_type()), meta_empty(stat_shape, saved_stats_dtype(input)),
+          meta_empty(stat_shape, saved_stats_dtype(input))};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_meta(
@@ -326,10 +333,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_meta(
 }
 
 // batch_norm_cpu and batch_norm_backward_cpu. Outputs keep a channels-last input's
-// layout; the saved statistics are per channel in training, empty in evaluation, in
-// float for a bfloat16 or half input with float parameters. The parameters' sizes
-// are checked as torch.nn.functional.batch_norm checks them before it calls this op
-// (CPU's kernel would read past a short one).
+// layout; the gradients of the parameters are in float for a bfloat16 or half input
+// with float parameters. The parameters' sizes are checked as
+// torch.nn.functional.batch_norm checks them before it calls this op (CPU's kernel
+// would read past a short one).
 bool dense_in_some_format(const at::Tensor& t) {
   return t.is_contiguous() || t.is_contiguous(at::MemoryFormat::ChannelsLast) ||
          t.is_contiguous(at::MemoryFormat::ChannelsLast3d);
@@ -364,12 +371,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_meta(
   const bool all_contiguous = dense_in_some_format(input) && contiguous_or_absent(weight) &&
                               contiguous_or_absent(bias) && contiguous_or_absent(running_mean) &&
                               contiguous_or_absent(running_var);
-  const c10::ScalarType stat_dtype = at::native::param_scalar_type(
-      input, at::native::is_mixed_type(input, weight, bias, running_mean, running_var));
-  const int64_t stat_size = train ? channels : 0;
   return {at::Tensor(at::detail::empty_meta(input.sizes(), input.scalar_type(),
                                             all_contiguous ? dense_format(input) : input.suggest_memory_format())),
-          meta_empty({stat_size}, stat_dtype), meta_empty({stat_size}, stat_dtype)};
+          meta_empty({channels}, saved_stats_dtype(input)), meta_empty({channels}, saved_stats_dtype(input))};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_meta(

@@ -9,7 +9,9 @@
 // every op of every step. For the ops listed in cpp_meta_kernels.cpp the sizing
 // calls ATen's C++ Meta kernel (at::meta::*) instead: the same function CPU runs
 // before it computes, so the outputs' sizes, strides and dtype are CPU's, and so
-// are the errors for bad arguments.
+// are the errors for bad arguments. For a few ops whose only ATen Meta kernel is a
+// Python decomposition (layer and batch norm and their backwards, where, relu,
+// mse_loss_backward) the table holds a C++ one of openreg's, written from CPU's kernel.
 #pragma once
 
 #include <ATen/core/boxing/KernelFunction.h>

@@ -34,20 +34,10 @@ MODELS = ("GPT-2", "BERT")
 
 def build(name, device):
     import torch
-    import transformers
+    from openreg.workloads import bert_model, gpt2_model
 
-    transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
-    if name == "GPT-2":
-        cfg = transformers.GPT2Config(vocab_size=1000, n_positions=256, n_embd=128, n_layer=2, n_head=4,
-                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-        model = transformers.GPT2LMHeadModel(cfg)
-    else:
-        cfg = transformers.BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
-                                      intermediate_size=512, max_position_embeddings=256, num_labels=4,
-                                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-        model = transformers.BertForSequenceClassification(cfg)
-    model = model.to(device)
+    model = (gpt2_model if name == "GPT-2" else bert_model)(max_positions=256).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1)
 

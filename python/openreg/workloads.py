@@ -71,21 +71,31 @@ def _transformers():
     return transformers
 
 
-def gpt2(device):
+def gpt2_model(max_positions=128):
+    """The suite's GPT-2: 2 layers, width 128, 4 heads, no dropout (bench/new_shapes.py
+    trains it too, on longer sequences)."""
     tf = _transformers()
-    cfg = tf.GPT2Config(vocab_size=1000, n_positions=128, n_embd=128, n_layer=2, n_head=4,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    model = tf.GPT2LMHeadModel(cfg)
+    return tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=1000, n_positions=max_positions, n_embd=128, n_layer=2,
+                                            n_head=4, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+
+
+def bert_model(max_positions=128):
+    """The suite's BERT classifier: 2 layers, width 128, 4 heads, 4 labels, no dropout."""
+    tf = _transformers()
+    return tf.BertForSequenceClassification(tf.BertConfig(
+        vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512,
+        max_position_embeddings=max_positions, num_labels=4, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0))
+
+
+def gpt2(device):
+    model = gpt2_model()
     ids = torch.randint(0, 1000, (8, 64), generator=torch.Generator().manual_seed(1))
     return workload(model, {"ids": ids}, lambda m, x: m(input_ids=x["ids"], labels=x["ids"]).loss, device)
 
 
 def bert(device):
-    tf = _transformers()
-    cfg = tf.BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=512, max_position_embeddings=128, num_labels=4,
-                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    model = tf.BertForSequenceClassification(cfg)
+    model = bert_model()
     g = torch.Generator().manual_seed(2)
     ids = torch.randint(1, 1000, (8, 64), generator=g)
     lengths = torch.randint(16, 65, (8,), generator=g)

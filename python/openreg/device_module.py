@@ -85,6 +85,16 @@ def is_initialized() -> bool:
     return _C._is_initialized()
 
 
+def __getattr__(name: str) -> Any:
+    # torch.cuda._initialized is a module attribute that torch reads directly:
+    # torch.utils.checkpoint stashes and restores a device's random state only when
+    # its module says it is initialised, so without it a checkpointed region's
+    # dropout (its mask drawn from the device generator) was recomputed with a new mask.
+    if name == "_initialized":
+        return _C._is_initialized()
+    raise AttributeError(f"module 'torch.openreg' has no attribute '{name}'")
+
+
 def _lazy_init() -> None:
     """Loads the engine chain (OPENREG_ENGINE); raises RuntimeError if it cannot."""
     _C._lazy_init()

@@ -252,11 +252,94 @@ def test_random_fills_refuse_what_cpu_refuses(device, name):
 
 @pytest.mark.parametrize("fill", [lambda x: x.normal_(), lambda x: x.uniform_(-1.0, 1.0), lambda x: x.bernoulli_(0.3),
                                   lambda x: x.random_(0, 7), lambda x: x.exponential_(), lambda x: x.geometric_(0.4),
-                                  lambda x: x.log_normal_(), lambda x: x.cauchy_()])
+                                  lambda x: x.log_normal_(), lambda x: x.cauchy_(),
+                                  lambda x: F.dropout(x, 0.3, training=True)])
 def test_random_fills_leave_cpu_stream_alone(device, fill):
-    """Checking a device fill's arguments must not draw from torch CPU's generator."""
+    """Checking a device fill's arguments must not draw from torch CPU's generator, and
+    dropout (native_dropout, no generator argument) draws from the device's."""
     torch.manual_seed(3)
     want = torch.rand(5)
     torch.manual_seed(3)
     fill(torch.empty(1000, device=device)).cpu()
     assert torch.equal(torch.rand(5), want)
+
+
+def test_dropout_mask_follows_the_device_generator(device):
+    """native_dropout takes no generator: its mask comes from the device's default
+    generator, as CUDA's from CUDA's (it came from torch CPU's generator before)."""
+    x = torch.ones(1000, device=device)
+    torch.openreg.manual_seed(5)
+    a = F.dropout(x, 0.5, training=True).cpu()
+    torch.rand(10)  # torch CPU's stream moves; the device's does not
+    torch.openreg.manual_seed(5)
+    b = F.dropout(x, 0.5, training=True).cpu()
+    assert torch.equal(a, b)
+    state = torch.openreg.get_rng_state()
+    c = F.dropout(x, 0.5, training=True).cpu()
+    assert not torch.equal(a, c), "the device generator must advance between dropouts"
+    torch.openreg.set_rng_state(state)
+    assert torch.equal(F.dropout(x, 0.5, training=True).cpu(), c)
+
+
+_DROPOUT_INPUTS = {
+    "float32": lambda: torch.randn(6, 5),
+    "transposed": lambda: torch.randn(5, 7).t(),
+    "permuted 3-d": lambda: torch.randn(4, 3, 5).permute(2, 0, 1),
+    "bfloat16": lambda: torch.randn(6, 5).to(torch.bfloat16),
+    "empty": lambda: torch.randn(0, 3),
+}
+
+
+@pytest.mark.parametrize("train", [True, None, False])
+@pytest.mark.parametrize("p", [0.0, 0.4, 1.0])
+@pytest.mark.parametrize("name", sorted(_DROPOUT_INPUTS))
+def test_native_dropout_as_cpus_kernel(device, name, p, train):
+    """Outputs as CPU's kernel gives them (dtypes, sizes, strides), and the output is
+    CPU's input * mask * scale for the device's own mask."""
+    x = _DROPOUT_INPUTS[name]()
+    want_out, want_mask = torch.native_dropout(x, p, train)
+    out, mask = torch.native_dropout(x.to(device), p, train)
+    for got, want in ((out, want_out), (mask, want_mask)):
+        assert (got.dtype, got.shape, got.stride()) == (want.dtype, want.shape, want.stride())
+    if x.numel() == 0:
+        return
+    if train is False or p == 0.0:
+        assert bool(mask.all())
+    if train is False:
+        assert torch.equal(out.cpu(), x)
+        return
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    assert torch.equal(out.cpu(), x.mul(mask.cpu()).mul_(scale))
+
+
+def test_native_dropout_of_integers_raises_cpus_error(device):
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch.native_dropout(torch.arange(4), 0.5, True)
+    with pytest.raises(RuntimeError) as on_device:
+        torch.native_dropout(torch.arange(4, device=device), 0.5, True)
+    assert str(on_device.value).splitlines()[0] == str(on_cpu.value).splitlines()[0]
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+@pytest.mark.parametrize("noise", ["dropout", "randn_like"])
+def test_checkpoint_recomputes_the_same_random_numbers(device, use_reentrant, noise):
+    """torch.utils.checkpoint stashes the device's random state (torch.openreg._initialized,
+    as torch.cuda's) and restores it to recompute: gradients equal those without it."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(16, 16).to(device)
+    x = torch.randn(8, 16, device=device, requires_grad=True)
+
+    def block(t):
+        h = lin(t)
+        h = F.dropout(h, 0.5, training=True) if noise == "dropout" else h * torch.randn_like(h)
+        return h.relu()
+
+    torch.openreg.manual_seed(1)
+    block(x).square().sum().backward()
+    want = x.grad.cpu()
+    x.grad = None
+    torch.openreg.manual_seed(1)
+    checkpoint(block, x, use_reentrant=use_reentrant).square().sum().backward()
+    assert torch.equal(x.grad.cpu(), want)

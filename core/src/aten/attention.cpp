@@ -12,7 +12,8 @@
 // backward (derivatives.yaml pairs them under AutogradPrivateUse1) route like any op
 // (op_routing.cpp registers route_call for them, since their composite kernels only
 // raise). Dropout is left to the math path: its mask comes from the device
-// generator there, and no engine implements it in the fused ops.
+// generator there (core's native_dropout, dropout.cpp), and no engine implements it
+// in the fused ops.
 #include "../bridge/reference_flash.h"
 #include "../bridge/torch_abi.h"
 #include "../runtime/runtime.h"

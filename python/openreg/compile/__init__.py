@@ -82,20 +82,32 @@ class _AfterDynamoImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _device_module_getattr(name):
-    """``torch.openreg.<name>`` for the names the device module does not define."""
-    if name in _INDUCTOR_HOOKS:
-        # Registers directly: the hook's four classes cannot carry the device op
-        # overrides, the cache key or the CPU-like decisions (inductor.py). Answering
-        # "no such attribute" then makes Inductor skip its own registration.
-        _warn_on_failure(register_inductor)
+def _no_such_attribute(name):
     raise AttributeError(f"module 'torch.openreg' has no attribute {name!r}")
+
+
+def _with_inductor_hooks(own_getattr):
+    """``torch.openreg.<name>`` for the names the device module does not define: its
+    own module ``__getattr__`` (``_initialized``), after registering Inductor's backend
+    when Inductor asks for one of its hooks."""
+
+    def getattr_(name):
+        if name in _INDUCTOR_HOOKS:
+            # Registers directly: the hook's four classes cannot carry the device op
+            # overrides, the cache key or the CPU-like decisions (inductor.py). Answering
+            # "no such attribute" then makes Inductor skip its own registration.
+            _warn_on_failure(register_inductor)
+        return own_getattr(name)
+
+    getattr_.openreg_inductor_hooks = True
+    return getattr_
 
 
 def install(device_module) -> None:
     """Arranges both registrations (see the module doc); ``device_module`` is torch.openreg."""
-    if not hasattr(device_module, "__getattr__"):
-        device_module.__getattr__ = _device_module_getattr
+    own = device_module.__dict__.get("__getattr__", _no_such_attribute)
+    if not getattr(own, "openreg_inductor_hooks", False):
+        device_module.__getattr__ = _with_inductor_hooks(own)
     if _DYNAMO in sys.modules:
         _warn_on_failure(register_dynamo)
     elif not any(isinstance(f, _AfterDynamoImport) for f in sys.meta_path):

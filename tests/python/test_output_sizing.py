@@ -194,6 +194,53 @@ def test_saved_statistics_follow_torchs_meta_kernels(openreg, dtype):
     both(lambda y, w: torch.ops.aten.native_layer_norm(y, [8], w, w, 1e-5), y, q)
 
 
+def _geometry(outs):
+    return [(tuple(t.shape), t.stride(), t.dtype) if isinstance(t, torch.Tensor) else t for t in outs]
+
+
+_ATTENTION_INPUTS = {
+    # query, key, value (as made on CPU), mask
+    "contiguous": lambda: (torch.randn(2, 4, 5, 8), torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 8), None),
+    # the layout a model's q/k/v projections give: [batch, length, heads, dim] storage
+    "heads transposed": lambda: (torch.randn(2, 5, 4, 8).transpose(1, 2), torch.randn(2, 7, 4, 8).transpose(1, 2),
+                                 torch.randn(2, 7, 4, 8).transpose(1, 2), None),
+    "value dim differs": lambda: (torch.randn(2, 5, 4, 8).transpose(1, 2), torch.randn(2, 4, 7, 8),
+                                  torch.randn(2, 4, 7, 6), None),
+    "grouped heads": lambda: (torch.randn(2, 4, 5, 8), torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 8), None),
+    "float mask": lambda: (torch.randn(2, 4, 5, 8), torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 8),
+                           torch.randn(2, 1, 5, 7)),
+    "3-d": lambda: (torch.randn(4, 5, 8), torch.randn(4, 7, 8), torch.randn(4, 7, 8), None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ATTENTION_INPUTS))
+def test_fused_attention_outputs_follow_torchs_meta_kernels(openreg, name):
+    # The overrideable fused attention ops have no CPU kernel: their outputs are what
+    # torch's Meta kernels say (torch.compile traces with them), forward and backward.
+    q, k, v, mask = _ATTENTION_INPUTS[name]()
+    gqa = k.size(-3) != q.size(-3)
+
+    def forward(device):
+        return torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+            q.to(device), k.to(device), v.to(device), None if mask is None else mask.to(device), 0.0, False, False,
+            scale=None)
+
+    got, want = forward("openreg"), forward("meta")
+    assert _geometry(got) == _geometry(want)
+    assert [t.device.type for t in got if isinstance(t, torch.Tensor)] == ["openreg"] * 4
+    if gqa or q.dim() == 3:
+        return  # the engines' backward takes 4-d query, key and value of equal heads
+
+    def backward(device, fwd):
+        out, lse = fwd[0], fwd[1]
+        return torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
+            torch.ones_like(out), q.to(device), k.to(device), v.to(device),
+            None if mask is None else mask.to(device), [True, True, True, mask is not None], out, lse, None, None,
+            fwd[4], fwd[5], 0.0, False, fwd[6], fwd[7], scale=None)
+
+    assert _geometry(backward("openreg", got)) == _geometry(backward("meta", want))
+
+
 def test_batch_norm_with_parameters_of_the_wrong_size_raises(openreg):
     # CPU's kernel reads past a short parameter when called directly; the device
     # checks it as torch.nn.functional.batch_norm does.

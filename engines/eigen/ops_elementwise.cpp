@@ -32,12 +32,14 @@ void binary_t(const sdk::Host& host, Binary kind, const Tensor& out, const Tenso
               double alpha) {
   using C = C_t<T>;
   if (b == nullptr) {  // scalar other
-    const C y = scalar_as<T>(bval);
+    // As CPU's kernels take a Python number: add and sub round it (and alpha) to T
+    // first, mul and div compute with it in C unrounded (ATen's opmath scalar).
+    const C y = kind == B_MUL || kind == B_DIV ? static_cast<C>(bval) : scalar_as<T>(bval);
     const std::array<Tensor, 1> in{a};
     switch (kind) {
       case B_ADD:
       case B_SUB: {
-        const C k = static_cast<C>(kind == B_ADD ? alpha : -alpha) * y;
+        const C k = scalar_as<T>(kind == B_ADD ? alpha : -alpha) * y;
         emap<T, 1>(host, out, in, [k](C x) { return x + k; }, [k](const auto& x) { return x + k; });
         break;
       }
@@ -58,7 +60,7 @@ void binary_t(const sdk::Host& host, Binary kind, const Tensor& out, const Tenso
   switch (kind) {
     case B_ADD:
     case B_SUB: {
-      const C k = static_cast<C>(kind == B_ADD ? alpha : -alpha);
+      const C k = scalar_as<T>(kind == B_ADD ? alpha : -alpha);
       if (k == C(1))
         emap<T, 2>(host, out, in, [](C x, C y) { return x + y; }, [](const auto& x, const auto& y) { return x + y; });
       else
@@ -306,7 +308,7 @@ void binary(const Call& call, Binary kind) {
       using T = typename decltype(tag)::type;
       using C = C_t<T>;
       const C s = scalar_as<T>(av);
-      const C k = static_cast<C>(alpha);
+      const C k = scalar_as<T>(alpha);
       const std::array<Tensor, 1> in{y};
       const sdk::Host& h = call.host();
       switch (kind) {

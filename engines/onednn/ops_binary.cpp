@@ -149,9 +149,13 @@ sdk::Kernel binary(const char* name) {
       using T = typename decltype(tag)::type;
       // Compute type: float for the 16-bit floats, the type itself otherwise.
       using C = std::conditional_t<std::is_same_v<T, sdk::bfloat16>, float, T>;
+      // A number and alpha rounded to T first, as CPU's kernels take them, but for
+      // mul and div by a number `other`, which compute with it unrounded (ATen's
+      // opmath scalar): bfloat16 results then have CPU's bits.
+      const auto as_t = [](double v) { return static_cast<C>(static_cast<T>(v)); };
       if (scalar_other(out, a)) {  // a 0-dim self of another dtype (ATen: no promotion)
-        const C s = static_cast<C>(a.item());
-        const C k = static_cast<C>(has_alpha(op) ? (op == Bin::Sub ? -alpha : alpha) : 1.0);
+        const C s = as_t(a.item());
+        const C k = as_t(has_alpha(op) ? (op == Bin::Sub ? -alpha : alpha) : 1.0);
         map1<T>(out, b, [op, s, k](T y) {
           return has_alpha(op) ? s + k * static_cast<C>(y) : apply<C>(op, s, static_cast<C>(y));
         });
@@ -165,7 +169,7 @@ sdk::Kernel binary(const char* name) {
           k = has_alpha(op) ? (op == Bin::Sub ? -al * s : al * s) : s;
         } else {
           const double s = b.item();
-          k = static_cast<C>(has_alpha(op) ? (op == Bin::Sub ? -alpha * s : alpha * s) : s);
+          k = has_alpha(op) ? as_t(op == Bin::Sub ? -alpha : alpha) * as_t(s) : static_cast<C>(s);
         }
         const Bin eff = has_alpha(op) ? Bin::Add : op;
         switch (eff) {  // one loop per op: the operation inlines and vectorises
@@ -179,7 +183,7 @@ sdk::Kernel binary(const char* name) {
         return;
       }
       if (has_alpha(op) && alpha != 1.0) {
-        const C k = static_cast<C>(op == Bin::Sub ? -alpha : alpha);
+        const C k = as_t(op == Bin::Sub ? -alpha : alpha);
         map2<T>(out, a, b, [k](T x, T y) { return static_cast<C>(x) + k * static_cast<C>(y); });
         return;
       }

@@ -2,7 +2,7 @@
 
 CPU's kernels do not all treat the number alike: mul and div compute with it in
 float (the dtype's opmath type, unrounded), add, sub and rsub round it to the
-tensor's dtype first, and comparisons and clamp compare with it as given. Dropout's
+tensor's dtype first; comparisons and clamp are checked alike. Dropout's
 `input * mask * scale` is one such product: a kernel rounding the scale to
 bfloat16 first was one bit off CPU's on most kept elements. Each case runs on the
 device and on torch CPU and must match exactly (the same rounding, not a tolerance).

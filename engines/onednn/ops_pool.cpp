@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "ops.h"
+#include "vec.hpp"
 
 namespace onednn_engine {
 
@@ -47,9 +48,13 @@ Pool2d pool_args(const sdk::Call& call, int first, bool dilation) {
 }
 
 // Plane p of a 3-d (C,H,W) or 4-d (N,C,H,W) tensor: element offset of (p, 0, 0).
+// `uniform`: every plane s_inner after the one before (contiguous NCHW among
+// others), so that offset() needs no division: an integer division per plane
+// took about a third of the max-pool backward of the digits CNN's 1024 8x8 planes.
 struct Planes {
   int64_t count, inner, s_outer, s_inner, sH, sW, H, W;
-  int64_t offset(int64_t p) const { return (p / inner) * s_outer + (p % inner) * s_inner; }
+  bool uniform;
+  int64_t offset(int64_t p) const { return uniform ? p * s_inner : (p / inner) * s_outer + (p % inner) * s_inner; }
 };
 Planes planes(const sdk::Tensor& t) {
   Planes q;
@@ -69,6 +74,7 @@ Planes planes(const sdk::Tensor& t) {
     q.s_outer = t.stride(0);
     q.s_inner = t.stride(1);
   }
+  q.uniform = q.count <= q.inner || q.s_outer == q.inner * q.s_inner;
   return q;
 }
 
@@ -169,10 +175,205 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
       }
 }
 
-void maxpool_planes_f32(const MaxPoolArgs& a, int64_t b, int64_t e) { maxpool_planes<float>(a, b, e); }
+// The 2x2/2 case of float32 in vectors of N lanes (N = 4, 8 or 16). A "half" is
+// N/2 consecutive outputs of one output row (OW a multiple of N/2, unit-stride
+// columns everywhere); two halves, from anywhere in the walk over planes and rows,
+// fill one vector: their 2N input floats of each input row split into the
+// windows' even and odd columns by two shuffles, so planes too small for a whole
+// vector per row (8x8 and 4x4, the digits CNN's) still run N outputs at a time.
+// Dense tensors (the usual case) take one walk over all rows of all planes with
+// running pointers; other layouts compute each half's place. The compare/select
+// order and NaN rule are maxpool_planes' (ATen's). Returns
+// false, having written nothing, when the layout does not fit.
+typedef int32_t I2 __attribute__((vector_size(8)));
+typedef int32_t I4 __attribute__((vector_size(16)));
+typedef int32_t I8 __attribute__((vector_size(32)));
+typedef int32_t I16 __attribute__((vector_size(64)));
+typedef int64_t L2 __attribute__((vector_size(16)));
+typedef int64_t L4 __attribute__((vector_size(32)));
+typedef int64_t L8 __attribute__((vector_size(64)));
+// Per float vector V: I, its compare masks; IH and LH, half as many int32 and int64
+// lanes (a half's indices: one register, not a vector of twice the width).
+template <class V> struct Lanes;
+template <> struct Lanes<vec::V4> { using I = I4; using IH = I2; using LH = L2; };
+template <> struct Lanes<vec::V8> { using I = I8; using IH = I4; using LH = L4; };
+template <> struct Lanes<vec::V16> { using I = I16; using IH = I8; using LH = L8; };
+
+__attribute__((always_inline)) inline void split(I4 c, I2& lo, I2& hi) {
+  lo = __builtin_shufflevector(c, c, 0, 1);
+  hi = __builtin_shufflevector(c, c, 2, 3);
+}
+__attribute__((always_inline)) inline void split(I8 c, I4& lo, I4& hi) {
+  lo = __builtin_shufflevector(c, c, 0, 1, 2, 3);
+  hi = __builtin_shufflevector(c, c, 4, 5, 6, 7);
+}
+__attribute__((always_inline)) inline void split(I16 c, I8& lo, I8& hi) {
+  lo = __builtin_shufflevector(c, c, 0, 1, 2, 3, 4, 5, 6, 7);
+  hi = __builtin_shufflevector(c, c, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
+// The even and odd lanes of the 2N floats a ++ b.
+__attribute__((always_inline)) inline void deinterleave(vec::V4 a, vec::V4 b, vec::V4& ev, vec::V4& od) {
+  ev = __builtin_shufflevector(a, b, 0, 2, 4, 6);
+  od = __builtin_shufflevector(a, b, 1, 3, 5, 7);
+}
+__attribute__((always_inline)) inline void deinterleave(vec::V8 a, vec::V8 b, vec::V8& ev, vec::V8& od) {
+  ev = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+  od = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+__attribute__((always_inline)) inline void deinterleave(vec::V16 a, vec::V16 b, vec::V16& ev, vec::V16& od) {
+  ev = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  od = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+// A half: where its windows start in the input, where its outputs go.
+struct PoolHalf {
+  const float* r0;  // the first input row of its first window
+  float* y;
+  int64_t* ind;
+  int64_t base;  // the flat input offset (h * W + w) of that window's first element
+};
+
+// Planes stored one after another, rows and columns without gaps.
+bool dense_planes(const Planes& q) {
+  const int64_t plane = q.H * q.W;
+  return (q.W <= 1 || q.sW == 1) && (q.H <= 1 || q.sH == q.W) && (q.inner <= 1 || q.s_inner == plane) &&
+         (q.count <= q.inner || q.s_outer == q.inner * plane);
+}
+
+// One output's window, scalar (an odd half at the end of a walk).
+__attribute__((always_inline)) inline void window_max(const float* r0, int64_t xsH, int64_t W, float& m, int64_t& i) {
+  const float* r1 = r0 + xsH;
+  m = r0[0];
+  i = 0;
+  bool t = (r0[1] > m) | (r0[1] != r0[1]);
+  m = t ? r0[1] : m;
+  i = t ? 1 : i;
+  t = (r1[0] > m) | (r1[0] != r1[0]);
+  m = t ? r1[0] : m;
+  i = t ? W : i;
+  t = (r1[1] > m) | (r1[1] != r1[1]);
+  m = t ? r1[1] : m;
+  i = t ? W + 1 : i;
+}
+
+template <class V>
+__attribute__((always_inline)) inline bool maxpool2x2_f32(const MaxPoolArgs& a, int64_t b, int64_t e) {
+  using I = typename Lanes<V>::I;
+  using IH = typename Lanes<V>::IH;
+  using LH = typename Lanes<V>::LH;
+  constexpr int64_t N = vec::kLanes<V>, Hn = N / 2;
+  const Pool2d& p = a.p;
+  if (!(p.kH == 2 && p.kW == 2 && p.sH == 2 && p.sW == 2 && p.pH == 0 && p.pW == 0 && p.dH == 1 && p.dW == 1) ||
+      a.in.sW != 1 || a.out.sW != 1 || a.idx.sW != 1 || a.OW % Hn != 0)
+    return false;
+  const int64_t W = a.in.W, xsH = a.in.sH, OH = a.OH, OW = a.OW;
+  const I zero = {}, c1 = zero + 1, cW = zero + static_cast<int32_t>(W), cW1 = cW + 1;
+  LH iota2 = {};  // 2k: the k-th window's first column within a half
+  for (int64_t k = 0; k < Hn; ++k) iota2[k] = 2 * k;
+  // Two halves' maxima (lanes [0, Hn) the first's) and their indices.
+  auto pair = [&](const PoolHalf& h0, const PoolHalf& h1, V& m, LH& i0, LH& i1) __attribute__((always_inline)) {
+    V e0, o0, e1, o1;
+    deinterleave(vec::load<V>(h0.r0), vec::load<V>(h1.r0), e0, o0);
+    deinterleave(vec::load<V>(h0.r0 + xsH), vec::load<V>(h1.r0 + xsH), e1, o1);
+    m = e0;
+    I code = zero;
+    auto t = (o0 > m) | (o0 != o0);  // NaN wins; on a tie the first element stays
+    m = t ? o0 : m;
+    code = t ? c1 : code;
+    t = (e1 > m) | (e1 != e1);
+    m = t ? e1 : m;
+    code = t ? cW : code;
+    t = (o1 > m) | (o1 != o1);
+    m = t ? o1 : m;
+    code = t ? cW1 : code;
+    IH lo, hi;
+    split(code, lo, hi);
+    i0 = __builtin_convertvector(lo, LH) + iota2 + h0.base;
+    i1 = __builtin_convertvector(hi, LH) + iota2 + h1.base;
+  };
+  auto tail = [&](const PoolHalf& h) {
+    for (int64_t k = 0; k < Hn; ++k) {
+      int64_t i;
+      window_max(h.r0 + 2 * k, xsH, W, h.y[k], i);
+      h.ind[k] = h.base + 2 * k + i;
+    }
+  };
+  if (dense_planes(a.in) && dense_planes(a.out) && dense_planes(a.idx) && a.in.H == 2 * OH) {
+    // Every plane's rows one after another: one walk over all the output rows of
+    // planes [b, e), outputs and indices stored a vector at a time.
+    const float* r0 = static_cast<const float*>(a.x) + b * a.in.H * W;
+    float* y = static_cast<float*>(a.y) + b * OH * OW;
+    int64_t* ind = a.ind + b * OH * OW;
+    int64_t oh = 0, ow = 0;
+    auto next = [&](PoolHalf& h) __attribute__((always_inline)) {
+      h.r0 = r0 + 2 * ow;
+      h.base = 2 * oh * W + 2 * ow;
+      ow += Hn;
+      if (ow == OW) {
+        ow = 0;
+        r0 += 2 * W;
+        oh = oh + 1 == OH ? 0 : oh + 1;
+      }
+    };
+    const int64_t halves = (e - b) * OH * (OW / Hn);
+    PoolHalf h0{}, h1{};
+    for (int64_t n = 0; n + 1 < halves; n += 2) {
+      next(h0);
+      next(h1);
+      V m;
+      LH i0, i1;
+      pair(h0, h1, m, i0, i1);
+      vec::store(y, m);
+      std::memcpy(ind, &i0, sizeof i0);
+      std::memcpy(ind + Hn, &i1, sizeof i1);
+      y += N;
+      ind += N;
+    }
+    if (halves % 2) {
+      next(h0);
+      h0.y = y;
+      h0.ind = ind;
+      tail(h0);
+    }
+    return true;
+  }
+  // Any other unit-stride layout: halves from the walk over planes and rows, two at a time.
+  PoolHalf pending{};
+  bool have = false;
+  for (int64_t pl = b; pl < e; ++pl) {
+    const float* xs = static_cast<const float*>(a.x) + a.in.offset(pl);
+    float* ys = static_cast<float*>(a.y) + a.out.offset(pl);
+    int64_t* is = a.ind + a.idx.offset(pl);
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ow += Hn) {
+        const PoolHalf h{xs + 2 * oh * xsH + 2 * ow, ys + oh * a.out.sH + ow, is + oh * a.idx.sH + ow, 2 * oh * W + 2 * ow};
+        if (have) {
+          V m;
+          LH i0, i1;
+          pair(pending, h, m, i0, i1);
+          std::memcpy(pending.y, &m, Hn * sizeof(float));
+          std::memcpy(h.y, reinterpret_cast<const float*>(&m) + Hn, Hn * sizeof(float));
+          std::memcpy(pending.ind, &i0, sizeof i0);
+          std::memcpy(h.ind, &i1, sizeof i1);
+        } else {
+          pending = h;
+        }
+        have = !have;
+      }
+  }
+  if (have) tail(pending);
+  return true;
+}
+
+void maxpool_planes_f32(const MaxPoolArgs& a, int64_t b, int64_t e) {
+  if (maxpool2x2_f32<vec::V4>(a, b, e)) return;
+  maxpool_planes<float>(a, b, e);
+}
 void maxpool_planes_bf16(const MaxPoolArgs& a, int64_t b, int64_t e) { maxpool_planes<sdk::bfloat16>(a, b, e); }
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void maxpool_planes_f32_avx512(const MaxPoolArgs& a,
                                                                                              int64_t b, int64_t e) {
+  if (maxpool2x2_f32<vec::V16>(a, b, e) || maxpool2x2_f32<vec::V8>(a, b, e) || maxpool2x2_f32<vec::V4>(a, b, e)) return;
   maxpool_planes<float>(a, b, e);
 }
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void maxpool_planes_bf16_avx512(const MaxPoolArgs& a,
@@ -180,6 +381,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void maxpool_plane
   maxpool_planes<sdk::bfloat16>(a, b, e);
 }
 __attribute__((target("avx2,fma"))) void maxpool_planes_f32_avx2(const MaxPoolArgs& a, int64_t b, int64_t e) {
+  if (maxpool2x2_f32<vec::V8>(a, b, e) || maxpool2x2_f32<vec::V4>(a, b, e)) return;
   maxpool_planes<float>(a, b, e);
 }
 __attribute__((target("avx2,fma"))) void maxpool_planes_bf16_avx2(const MaxPoolArgs& a, int64_t b, int64_t e) {
@@ -258,8 +460,27 @@ void max_pool2d_with_indices_backward(const sdk::Call& call) {
     // strided) through a float plane buffer.
     const bool direct = std::is_same_v<T, float> && gin.sW == 1 && gin.sH == gin.W;
     host().parallel_for(0, gin.count, std::max<int64_t>(1, static_cast<int64_t>(kMemGrain) / std::max<int64_t>(1, HW)), [&](int64_t b, int64_t e) {
-      std::vector<float> buf(direct ? 0 : static_cast<size_t>(HW));
       bool oob = false;
+      if (direct && dense_planes(gin) && dense_planes(go) && dense_planes(idx)) {
+        // Dense planes: one fill for the whole range, one pass over its outputs.
+        float* acc = reinterpret_cast<float*>(op) + b * HW;
+        std::fill(acc, acc + (e - b) * HW, 0.0f);
+        const int64_t per_plane = OH * OW;
+        const float* gs = reinterpret_cast<const float*>(gp) + b * per_plane;
+        const int64_t* is = ip + b * per_plane;
+        for (int64_t pl = b; pl < e; ++pl, acc += HW, gs += per_plane, is += per_plane)
+          for (int64_t k = 0; k < per_plane; ++k) {
+            const int64_t i = is[k];
+            if (static_cast<uint64_t>(i) >= static_cast<uint64_t>(HW)) {
+              oob = true;
+              continue;
+            }
+            acc[i] += gs[k];
+          }
+        if (oob) bad = true;
+        return;
+      }
+      std::vector<float> buf(direct ? 0 : static_cast<size_t>(HW));
       for (int64_t pl = b; pl < e; ++pl) {
         float* acc = direct ? reinterpret_cast<float*>(op + gin.offset(pl)) : buf.data();
         std::fill(acc, acc + HW, 0.0f);

@@ -472,15 +472,32 @@ _POOLS = (
     ("2x3 kernel, stride 1x2", (2, 1, 7, 13), [2, 3], [1, 2], [0, 1], [1, 1], False, "contiguous"),
     ("no batch dim", (2, 11, 11), [3, 3], [2, 2], [1, 1], [1, 1], False, "contiguous"),
     ("channels-last input", (1, 2, 11, 11), [3, 3], [2, 2], [1, 1], [1, 1], False, "channels_last"),
+    # 2x2 stride 2, which engines may run as vectors of windows: planes smaller than a
+    # vector, a count of windows that leaves a part-vector at the end, an odd height
+    # (the last row unused), planes that are not one after another (expanded batch).
+    ("2x2 stride 2, 8x8 planes", (1, 3, 8, 8), [2, 2], [2, 2], [0, 0], [1, 1], False, "contiguous"),
+    ("2x2 stride 2, 2x4 planes", (1, 3, 2, 4), [2, 2], [2, 2], [0, 0], [1, 1], False, "contiguous"),
+    ("2x2 stride 2, 5x16 planes", (1, 2, 5, 16), [2, 2], [2, 2], [0, 0], [1, 1], False, "contiguous"),
+    ("2x2 stride 2, expanded batch", (2, 2, 4, 16), [2, 2], [2, 2], [0, 0], [1, 1], False, "expanded"),
 )
 
 
 @register("max_pool2d_with_indices", grad=True)
 def _max_pool_cases(ctx):
     """(self, kernel_size, stride, padding, dilation, ceil_mode) -> (out, indices)."""
-    return [Case(name, ctx.t(*shape, domain="unique", layout=layout), k, s, p, d, ceil,
-                 out_dtypes=(ctx.dtype, torch.int64))
-            for name, shape, k, s, p, d, ceil, layout in _POOLS]
+    cases = [Case(name, ctx.t(*shape, domain="unique", layout=layout), k, s, p, d, ceil,
+                  out_dtypes=(ctx.dtype, torch.int64))
+             for name, shape, k, s, p, d, ceil, layout in _POOLS]
+    # Equal values (the first in ATen's order wins: two values, so most windows hold
+    # ties) and NaN (always wins; every 11th element, so that windows with one NaN
+    # have it in each of their places), 2x2 stride 2 and 3x3 stride 2 padding 1.
+    x = (ctx.values((2, 3, 4, 8), "ties") > 0).to(ctx.dtype)
+    if x.is_floating_point():
+        x.view(-1)[3::11] = float("nan")
+    for name, k, s, p in (("ties and NaN, 2x2 stride 2", [2, 2], [2, 2], [0, 0]),
+                          ("ties and NaN, 3x3 stride 2 padding 1", [3, 3], [2, 2], [1, 1])):
+        cases.append(Case(name, ctx.of(x), k, s, p, [1, 1], False, out_dtypes=(ctx.dtype, torch.int64)))
+    return cases
 
 
 @register("max_pool2d_with_indices_backward", accumulates=True)

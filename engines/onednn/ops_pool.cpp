@@ -92,15 +92,33 @@ struct MaxPoolArgs {
   int64_t OH, OW;
 };
 
-template <class T>
+template <class V> struct Lanes;
+
+// The even lanes of the 2N - 1 floats a[0..N) ++ b[0..N) overlapping by one (b
+// loaded N - 1 after a): a stride-2 run of N values, read without going past its
+// last element.
+__attribute__((always_inline)) inline vec::V4 evens_of(vec::V4 a, vec::V4 b) {
+  return __builtin_shufflevector(a, b, 0, 2, 5, 7);
+}
+__attribute__((always_inline)) inline vec::V8 evens_of(vec::V8 a, vec::V8 b) {
+  return __builtin_shufflevector(a, b, 0, 2, 4, 6, 9, 11, 13, 15);
+}
+__attribute__((always_inline)) inline vec::V16 evens_of(vec::V16 a, vec::V16 b) {
+  return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+// V: the build's float vector, for float32 windows of column stride 2 (ResNet's
+// 3x3 stride 2) when the indices fit in int32 (Idx); other strides, bfloat16 and
+// larger planes run the scalar lanes.
+template <class T, class V, class Idx = int64_t>
 __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, int64_t b, int64_t e) {
       const int64_t H = a.in.H, W = a.in.W, xsH = a.in.sH, xsW = a.in.sW, ysH = a.out.sH, ysW = a.out.sW, isH = a.idx.sH,
                     isW = a.idx.sW;
       const int64_t sH = a.p.sH, sW = a.p.sW, pH = a.p.pH, pW = a.p.pW, dH = a.p.dH, dW = a.p.dW, kH = a.p.kH, kW = a.p.kW;
       std::vector<float> mb(static_cast<size_t>(a.OW));
-      std::vector<int64_t> ib(static_cast<size_t>(a.OW));
+      std::vector<Idx> ib(static_cast<size_t>(a.OW));
       float* __restrict mbuf = mb.data();
-      int64_t* __restrict ibuf = ib.data();
+      Idx* __restrict ibuf = ib.data();
       if (kH == 2 && kW == 2 && sH == 2 && sW == 2 && pH == 0 && pW == 0 && dH == 1 && dW == 1 && xsW == 1) {
         // The common 2x2/2 case: four loads and three selects per output, in
         // ATen's visiting order (the first maximum wins, a NaN always wins).
@@ -150,7 +168,7 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
             int64_t w0 = ow * sW - pW;
             while (w0 < 0) w0 += dW;
             mbuf[ow] = -std::numeric_limits<float>::infinity();
-            ibuf[ow] = h0 * W + w0;
+            ibuf[ow] = static_cast<Idx>(h0 * W + w0);
           }
           for (int64_t h = h0; h < h1; h += dH) {
             const T* row = xs + h * xsH;
@@ -158,12 +176,33 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
               const int64_t c = kw * dW - pW;  // w = ow * sW + c
               const int64_t ow_a = c >= 0 ? 0 : (-c + sW - 1) / sW;
               const int64_t ow_b = std::min<int64_t>(a.OW, W - c <= 0 ? 0 : (W - c + sW - 1) / sW);
-              for (int64_t ow = ow_a; ow < ow_b; ++ow) {
+              int64_t ow = ow_a;
+              if constexpr (std::is_same_v<T, float> && std::is_same_v<Idx, int32_t>) {
+                if (sW == 2 && xsW == 1) {
+                  using I = typename Lanes<V>::I;
+                  constexpr int64_t N = vec::kLanes<V>;
+                  I iota2 = {};
+                  for (int64_t k = 0; k < N; ++k) iota2[k] = static_cast<int32_t>(2 * k);
+                  const float* r = reinterpret_cast<const float*>(row) + c;
+                  for (; ow + N <= ow_b; ow += N) {
+                    const V v = evens_of(vec::load<V>(r + 2 * ow), vec::load<V>(r + 2 * ow + N - 1));
+                    V m = vec::load<V>(mbuf + ow);
+                    I i;
+                    std::memcpy(&i, ibuf + ow, sizeof i);
+                    const auto take = (v > m) | (v != v);  // NaN wins, as in ATen
+                    m = take ? v : m;
+                    i = take ? iota2 + static_cast<int32_t>(h * W + c + 2 * ow) : i;
+                    vec::store(mbuf + ow, m);
+                    std::memcpy(ibuf + ow, &i, sizeof i);
+                  }
+                }
+              }
+              for (; ow < ow_b; ++ow) {
                 const int64_t w = ow * sW + c;
                 const float v = static_cast<float>(row[w * xsW]);
                 const bool take = (v > mbuf[ow]) | (v != v);  // NaN wins, as in ATen
                 mbuf[ow] = take ? v : mbuf[ow];
-                ibuf[ow] = take ? h * W + w : ibuf[ow];
+                ibuf[ow] = take ? static_cast<Idx>(h * W + w) : ibuf[ow];
               }
             }
           }
@@ -366,26 +405,34 @@ __attribute__((always_inline)) inline bool maxpool2x2_f32(const MaxPoolArgs& a, 
   return true;
 }
 
+// float32 windows other than 2x2/2: int32 indices (the vector lanes) unless a plane
+// has more elements than int32 counts.
+template <class V>
+__attribute__((always_inline)) inline void maxpool_planes_float(const MaxPoolArgs& a, int64_t b, int64_t e) {
+  if (a.in.H * a.in.W <= std::numeric_limits<int32_t>::max()) return maxpool_planes<float, V, int32_t>(a, b, e);
+  maxpool_planes<float, V>(a, b, e);
+}
+
 void maxpool_planes_f32(const MaxPoolArgs& a, int64_t b, int64_t e) {
   if (maxpool2x2_f32<vec::V4>(a, b, e)) return;
-  maxpool_planes<float>(a, b, e);
+  maxpool_planes_float<vec::V4>(a, b, e);
 }
-void maxpool_planes_bf16(const MaxPoolArgs& a, int64_t b, int64_t e) { maxpool_planes<sdk::bfloat16>(a, b, e); }
+void maxpool_planes_bf16(const MaxPoolArgs& a, int64_t b, int64_t e) { maxpool_planes<sdk::bfloat16, vec::V4>(a, b, e); }
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void maxpool_planes_f32_avx512(const MaxPoolArgs& a,
                                                                                              int64_t b, int64_t e) {
   if (maxpool2x2_f32<vec::V16>(a, b, e) || maxpool2x2_f32<vec::V8>(a, b, e) || maxpool2x2_f32<vec::V4>(a, b, e)) return;
-  maxpool_planes<float>(a, b, e);
+  maxpool_planes_float<vec::V16>(a, b, e);
 }
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void maxpool_planes_bf16_avx512(const MaxPoolArgs& a,
                                                                                               int64_t b, int64_t e) {
-  maxpool_planes<sdk::bfloat16>(a, b, e);
+  maxpool_planes<sdk::bfloat16, vec::V4>(a, b, e);
 }
 __attribute__((target("avx2,fma"))) void maxpool_planes_f32_avx2(const MaxPoolArgs& a, int64_t b, int64_t e) {
   if (maxpool2x2_f32<vec::V8>(a, b, e) || maxpool2x2_f32<vec::V4>(a, b, e)) return;
-  maxpool_planes<float>(a, b, e);
+  maxpool_planes_float<vec::V8>(a, b, e);
 }
 __attribute__((target("avx2,fma"))) void maxpool_planes_bf16_avx2(const MaxPoolArgs& a, int64_t b, int64_t e) {
-  maxpool_planes<sdk::bfloat16>(a, b, e);
+  maxpool_planes<sdk::bfloat16, vec::V4>(a, b, e);
 }
 // avx512_core includes F/BW/VL/DQ; ONEDNN_MAX_CPU_ISA caps this loop's choice too.
 bool avx512() { return cpu_caps().avx512_core; }

@@ -479,6 +479,7 @@ _POOLS = (
     ("2x2 stride 2, 2x4 planes", (1, 3, 2, 4), [2, 2], [2, 2], [0, 0], [1, 1], False, "contiguous"),
     ("2x2 stride 2, 5x16 planes", (1, 2, 5, 16), [2, 2], [2, 2], [0, 0], [1, 1], False, "contiguous"),
     ("2x2 stride 2, expanded batch", (2, 2, 4, 16), [2, 2], [2, 2], [0, 0], [1, 1], False, "expanded"),
+    ("3x3 stride 2 padding 1, 40 wide", (1, 1, 5, 40), [3, 3], [2, 2], [1, 1], [1, 1], False, "contiguous"),
 )
 
 
@@ -491,12 +492,16 @@ def _max_pool_cases(ctx):
     # Equal values (the first in ATen's order wins: two values, so most windows hold
     # ties) and NaN (always wins; every 11th element, so that windows with one NaN
     # have it in each of their places), 2x2 stride 2 and 3x3 stride 2 padding 1.
-    x = (ctx.values((2, 3, 4, 8), "ties") > 0).to(ctx.dtype)
-    if x.is_floating_point():
-        x.view(-1)[3::11] = float("nan")
-    for name, k, s, p in (("ties and NaN, 2x2 stride 2", [2, 2], [2, 2], [0, 0]),
-                          ("ties and NaN, 3x3 stride 2 padding 1", [3, 3], [2, 2], [1, 1])):
-        cases.append(Case(name, ctx.of(x), k, s, p, [1, 1], False, out_dtypes=(ctx.dtype, torch.int64)))
+    # 8-wide planes (several per vector) and 40-wide ones (vectors along a row).
+    for shape in ((2, 3, 4, 8), (1, 2, 5, 40)):
+        x = (ctx.values(shape, "ties") > 0).to(ctx.dtype)
+        if x.is_floating_point():
+            x.view(-1)[3::11] = float("nan")
+        wide = "x".join(map(str, shape))
+        for name, k, s, p in (("2x2 stride 2", [2, 2], [2, 2], [0, 0]),
+                              ("3x3 stride 2 padding 1", [3, 3], [2, 2], [1, 1])):
+            cases.append(Case(f"ties and NaN, {wide}, {name}", ctx.of(x), k, s, p, [1, 1], False,
+                              out_dtypes=(ctx.dtype, torch.int64)))
     return cases
 
 

@@ -107,6 +107,26 @@ __attribute__((always_inline)) inline vec::V16 evens_of(vec::V16 a, vec::V16 b) 
   return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31);
 }
 
+// One 2x2 window, scalar: its maximum (in float) and the maximum's offset from r0's
+// element in the plane's flat index (0, 1, W or W + 1), in ATen's visiting order:
+// the first maximum wins, a NaN always wins.
+template <class T>
+__attribute__((always_inline)) inline void window_max(const T* r0, int64_t xsH, int64_t W, float& m, int64_t& i) {
+  const T* r1 = r0 + xsH;
+  const float v1 = static_cast<float>(r0[1]), v2 = static_cast<float>(r1[0]), v3 = static_cast<float>(r1[1]);
+  m = static_cast<float>(r0[0]);
+  i = 0;
+  bool t = (v1 > m) | (v1 != v1);
+  m = t ? v1 : m;
+  i = t ? 1 : i;
+  t = (v2 > m) | (v2 != v2);
+  m = t ? v2 : m;
+  i = t ? W : i;
+  t = (v3 > m) | (v3 != v3);
+  m = t ? v3 : m;
+  i = t ? W + 1 : i;
+}
+
 // V: the build's float vector, for float32 windows of column stride 2 (ResNet's
 // 3x3 stride 2) when the indices fit in int32 (Idx); other strides, bfloat16 and
 // larger planes run the scalar lanes.
@@ -120,33 +140,21 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
       float* __restrict mbuf = mb.data();
       Idx* __restrict ibuf = ib.data();
       if (kH == 2 && kW == 2 && sH == 2 && sW == 2 && pH == 0 && pW == 0 && dH == 1 && dW == 1 && xsW == 1) {
-        // The common 2x2/2 case: four loads and three selects per output, in
-        // ATen's visiting order (the first maximum wins, a NaN always wins).
+        // The common 2x2/2 case (bfloat16, and float32 layouts the vector loop
+        // declines): four loads and three selects per output.
         for (int64_t pl = b; pl < e; ++pl) {
           const T* __restrict xs = static_cast<const T*>(a.x) + a.in.offset(pl);
           T* __restrict ys = static_cast<T*>(a.y) + a.out.offset(pl);
           int64_t* __restrict is = a.ind + a.idx.offset(pl);
           for (int64_t oh = 0; oh < a.OH; ++oh) {
             const T* r0 = xs + 2 * oh * xsH;
-            const T* r1 = r0 + xsH;
             const int64_t base = 2 * oh * W;
             for (int64_t ow = 0; ow < a.OW; ++ow) {
-              float m = static_cast<float>(r0[2 * ow]);
-              int64_t i = base + 2 * ow;
-              const float v1 = static_cast<float>(r0[2 * ow + 1]);
-              const float v2 = static_cast<float>(r1[2 * ow]);
-              const float v3 = static_cast<float>(r1[2 * ow + 1]);
-              bool t = (v1 > m) | (v1 != v1);
-              m = t ? v1 : m;
-              i = t ? base + 2 * ow + 1 : i;
-              t = (v2 > m) | (v2 != v2);
-              m = t ? v2 : m;
-              i = t ? base + W + 2 * ow : i;
-              t = (v3 > m) | (v3 != v3);
-              m = t ? v3 : m;
-              i = t ? base + W + 2 * ow + 1 : i;
+              float m;
+              int64_t i;
+              window_max(r0 + 2 * ow, xsH, W, m, i);
               ys[oh * ysH + ow * ysW] = static_cast<T>(m);
-              is[oh * isH + ow * isW] = i;
+              is[oh * isH + ow * isW] = base + 2 * ow + i;
             }
           }
         }
@@ -222,7 +230,7 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
 // vector per row (8x8 and 4x4, the digits CNN's) still run N outputs at a time.
 // Dense tensors (the usual case) take one walk over all rows of all planes with
 // running pointers; other layouts compute each half's place. The compare/select
-// order and NaN rule are maxpool_planes' (ATen's). Returns
+// order and NaN rule are window_max's (ATen's). Returns
 // false, having written nothing, when the layout does not fit.
 typedef int32_t I2 __attribute__((vector_size(8)));
 typedef int32_t I4 __attribute__((vector_size(16)));
@@ -278,22 +286,6 @@ bool dense_planes(const Planes& q) {
   const int64_t plane = q.H * q.W;
   return (q.W <= 1 || q.sW == 1) && (q.H <= 1 || q.sH == q.W) && (q.inner <= 1 || q.s_inner == plane) &&
          (q.count <= q.inner || q.s_outer == q.inner * plane);
-}
-
-// One output's window, scalar (an odd half at the end of a walk).
-__attribute__((always_inline)) inline void window_max(const float* r0, int64_t xsH, int64_t W, float& m, int64_t& i) {
-  const float* r1 = r0 + xsH;
-  m = r0[0];
-  i = 0;
-  bool t = (r0[1] > m) | (r0[1] != r0[1]);
-  m = t ? r0[1] : m;
-  i = t ? 1 : i;
-  t = (r1[0] > m) | (r1[0] != r1[0]);
-  m = t ? r1[0] : m;
-  i = t ? W : i;
-  t = (r1[1] > m) | (r1[1] != r1[1]);
-  m = t ? r1[1] : m;
-  i = t ? W + 1 : i;
 }
 
 template <class V>

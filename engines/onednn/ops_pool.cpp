@@ -90,9 +90,48 @@ struct MaxPoolArgs {
   Planes in, out, idx;
   Pool2d p;
   int64_t OH, OW;
+  bool dense;  // input, output and indices contiguous
 };
 
+// Vectors for the float32 loops below, per float vector V: I, its compare masks;
+// IH and LH, half as many int32 and int64 lanes (a half-vector's indices: one
+// register, not a vector of twice the width).
+typedef int32_t I2 __attribute__((vector_size(8)));
+typedef int64_t L2 __attribute__((vector_size(16)));
+typedef int64_t L4 __attribute__((vector_size(32)));
+typedef int64_t L8 __attribute__((vector_size(64)));
 template <class V> struct Lanes;
+template <> struct Lanes<vec::V4> { using I = vec::VI4; using IH = I2; using LH = L2; };
+template <> struct Lanes<vec::V8> { using I = vec::VI8; using IH = vec::VI4; using LH = L4; };
+template <> struct Lanes<vec::V16> { using I = vec::VI16; using IH = vec::VI8; using LH = L8; };
+
+// The two halves of a vector of int32 lanes.
+__attribute__((always_inline)) inline void split(vec::VI4 c, I2& lo, I2& hi) {
+  lo = __builtin_shufflevector(c, c, 0, 1);
+  hi = __builtin_shufflevector(c, c, 2, 3);
+}
+__attribute__((always_inline)) inline void split(vec::VI8 c, vec::VI4& lo, vec::VI4& hi) {
+  lo = __builtin_shufflevector(c, c, 0, 1, 2, 3);
+  hi = __builtin_shufflevector(c, c, 4, 5, 6, 7);
+}
+__attribute__((always_inline)) inline void split(vec::VI16 c, vec::VI8& lo, vec::VI8& hi) {
+  lo = __builtin_shufflevector(c, c, 0, 1, 2, 3, 4, 5, 6, 7);
+  hi = __builtin_shufflevector(c, c, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
+// The even and odd lanes of the 2N floats a ++ b.
+__attribute__((always_inline)) inline void deinterleave(vec::V4 a, vec::V4 b, vec::V4& ev, vec::V4& od) {
+  ev = __builtin_shufflevector(a, b, 0, 2, 4, 6);
+  od = __builtin_shufflevector(a, b, 1, 3, 5, 7);
+}
+__attribute__((always_inline)) inline void deinterleave(vec::V8 a, vec::V8 b, vec::V8& ev, vec::V8& od) {
+  ev = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+  od = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+__attribute__((always_inline)) inline void deinterleave(vec::V16 a, vec::V16 b, vec::V16& ev, vec::V16& od) {
+  ev = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  od = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
 
 // The even lanes of the 2N - 1 floats a[0..N) ++ b[0..N) overlapping by one (b
 // loaded N - 1 after a): a stride-2 run of N values, read without going past its
@@ -139,6 +178,8 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
       std::vector<Idx> ib(static_cast<size_t>(a.OW));
       float* __restrict mbuf = mb.data();
       Idx* __restrict ibuf = ib.data();
+      typename Lanes<V>::I iota2 = {};  // 2k: the stride-2 vector loop's column offsets
+      for (int64_t k = 0; k < vec::kLanes<V>; ++k) iota2[k] = static_cast<int32_t>(2 * k);
       if (kH == 2 && kW == 2 && sH == 2 && sW == 2 && pH == 0 && pW == 0 && dH == 1 && dW == 1 && xsW == 1) {
         // The common 2x2/2 case (bfloat16, and float32 layouts the vector loop
         // declines): four loads and three selects per output.
@@ -189,8 +230,6 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
                 if (sW == 2 && xsW == 1) {
                   using I = typename Lanes<V>::I;
                   constexpr int64_t N = vec::kLanes<V>;
-                  I iota2 = {};
-                  for (int64_t k = 0; k < N; ++k) iota2[k] = static_cast<int32_t>(2 * k);
                   const float* r = reinterpret_cast<const float*>(row) + c;
                   for (; ow + N <= ow_b; ow += N) {
                     const V v = evens_of(vec::load<V>(r + 2 * ow), vec::load<V>(r + 2 * ow + N - 1));
@@ -222,72 +261,22 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
       }
 }
 
-// The 2x2/2 case of float32 in vectors of N lanes (N = 4, 8 or 16). A "half" is
-// N/2 consecutive outputs of one output row (OW a multiple of N/2, unit-stride
-// columns everywhere); two halves, from anywhere in the walk over planes and rows,
-// fill one vector: their 2N input floats of each input row split into the
-// windows' even and odd columns by two shuffles, so planes too small for a whole
-// vector per row (8x8 and 4x4, the digits CNN's) still run N outputs at a time.
-// Dense tensors (the usual case) take one walk over all rows of all planes with
-// running pointers; other layouts compute each half's place. The compare/select
-// order and NaN rule are window_max's (ATen's). Returns
-// false, having written nothing, when the layout does not fit.
-typedef int32_t I2 __attribute__((vector_size(8)));
-typedef int32_t I4 __attribute__((vector_size(16)));
-typedef int32_t I8 __attribute__((vector_size(32)));
-typedef int32_t I16 __attribute__((vector_size(64)));
-typedef int64_t L2 __attribute__((vector_size(16)));
-typedef int64_t L4 __attribute__((vector_size(32)));
-typedef int64_t L8 __attribute__((vector_size(64)));
-// Per float vector V: I, its compare masks; IH and LH, half as many int32 and int64
-// lanes (a half's indices: one register, not a vector of twice the width).
-template <class V> struct Lanes;
-template <> struct Lanes<vec::V4> { using I = I4; using IH = I2; using LH = L2; };
-template <> struct Lanes<vec::V8> { using I = I8; using IH = I4; using LH = L4; };
-template <> struct Lanes<vec::V16> { using I = I16; using IH = I8; using LH = L8; };
-
-__attribute__((always_inline)) inline void split(I4 c, I2& lo, I2& hi) {
-  lo = __builtin_shufflevector(c, c, 0, 1);
-  hi = __builtin_shufflevector(c, c, 2, 3);
-}
-__attribute__((always_inline)) inline void split(I8 c, I4& lo, I4& hi) {
-  lo = __builtin_shufflevector(c, c, 0, 1, 2, 3);
-  hi = __builtin_shufflevector(c, c, 4, 5, 6, 7);
-}
-__attribute__((always_inline)) inline void split(I16 c, I8& lo, I8& hi) {
-  lo = __builtin_shufflevector(c, c, 0, 1, 2, 3, 4, 5, 6, 7);
-  hi = __builtin_shufflevector(c, c, 8, 9, 10, 11, 12, 13, 14, 15);
-}
-
-// The even and odd lanes of the 2N floats a ++ b.
-__attribute__((always_inline)) inline void deinterleave(vec::V4 a, vec::V4 b, vec::V4& ev, vec::V4& od) {
-  ev = __builtin_shufflevector(a, b, 0, 2, 4, 6);
-  od = __builtin_shufflevector(a, b, 1, 3, 5, 7);
-}
-__attribute__((always_inline)) inline void deinterleave(vec::V8 a, vec::V8 b, vec::V8& ev, vec::V8& od) {
-  ev = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
-  od = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
-}
-__attribute__((always_inline)) inline void deinterleave(vec::V16 a, vec::V16 b, vec::V16& ev, vec::V16& od) {
-  ev = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  od = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-}
-
-// A half: where its windows start in the input, where its outputs go.
+// Where a half-vector's windows start: the first input row of its first window,
+// and that element's flat offset (h * W + w) in its plane.
 struct PoolHalf {
-  const float* r0;  // the first input row of its first window
-  float* y;
-  int64_t* ind;
-  int64_t base;  // the flat input offset (h * W + w) of that window's first element
+  const float* r0;
+  int64_t base;
 };
 
-// Planes stored one after another, rows and columns without gaps.
-bool dense_planes(const Planes& q) {
-  const int64_t plane = q.H * q.W;
-  return (q.W <= 1 || q.sW == 1) && (q.H <= 1 || q.sH == q.W) && (q.inner <= 1 || q.s_inner == plane) &&
-         (q.count <= q.inner || q.s_outer == q.inner * plane);
-}
-
+// The 2x2/2 case of float32, contiguous tensors, in vectors of N lanes (N = 4, 8
+// or 16). A "half" is N/2 consecutive outputs of one output row (OW a multiple of
+// N/2); two consecutive halves of the walk over all rows of all planes fill one
+// vector, even across a row's or a plane's end: their 2N input floats of each input
+// row split into the windows' even and odd columns by two shuffles, so planes too
+// small for a whole vector per row (8x8 and 4x4, the digits CNN's) still run N
+// outputs at a time. The compare/select order and NaN rule are window_max's
+// (ATen's). Returns false, having written nothing, when the call does not fit
+// (other layouts take maxpool_planes' 2x2 loop).
 template <class V>
 __attribute__((always_inline)) inline bool maxpool2x2_f32(const MaxPoolArgs& a, int64_t b, int64_t e) {
   using I = typename Lanes<V>::I;
@@ -296,9 +285,9 @@ __attribute__((always_inline)) inline bool maxpool2x2_f32(const MaxPoolArgs& a, 
   constexpr int64_t N = vec::kLanes<V>, Hn = N / 2;
   const Pool2d& p = a.p;
   if (!(p.kH == 2 && p.kW == 2 && p.sH == 2 && p.sW == 2 && p.pH == 0 && p.pW == 0 && p.dH == 1 && p.dW == 1) ||
-      a.in.sW != 1 || a.out.sW != 1 || a.idx.sW != 1 || a.OW % Hn != 0)
+      !a.dense || a.OW % Hn != 0)
     return false;
-  const int64_t W = a.in.W, xsH = a.in.sH, OH = a.OH, OW = a.OW;
+  const int64_t H = a.in.H, W = a.in.W, OH = a.OH, OW = a.OW;
   const I zero = {}, c1 = zero + 1, cW = zero + static_cast<int32_t>(W), cW1 = cW + 1;
   LH iota2 = {};  // 2k: the k-th window's first column within a half
   for (int64_t k = 0; k < Hn; ++k) iota2[k] = 2 * k;
@@ -306,7 +295,7 @@ __attribute__((always_inline)) inline bool maxpool2x2_f32(const MaxPoolArgs& a, 
   auto pair = [&](const PoolHalf& h0, const PoolHalf& h1, V& m, LH& i0, LH& i1) __attribute__((always_inline)) {
     V e0, o0, e1, o1;
     deinterleave(vec::load<V>(h0.r0), vec::load<V>(h1.r0), e0, o0);
-    deinterleave(vec::load<V>(h0.r0 + xsH), vec::load<V>(h1.r0 + xsH), e1, o1);
+    deinterleave(vec::load<V>(h0.r0 + W), vec::load<V>(h1.r0 + W), e1, o1);
     m = e0;
     I code = zero;
     auto t = (o0 > m) | (o0 != o0);  // NaN wins; on a tie the first element stays
@@ -323,77 +312,46 @@ __attribute__((always_inline)) inline bool maxpool2x2_f32(const MaxPoolArgs& a, 
     i0 = __builtin_convertvector(lo, LH) + iota2 + h0.base;
     i1 = __builtin_convertvector(hi, LH) + iota2 + h1.base;
   };
-  auto tail = [&](const PoolHalf& h) {
-    for (int64_t k = 0; k < Hn; ++k) {
-      int64_t i;
-      window_max(h.r0 + 2 * k, xsH, W, h.y[k], i);
-      h.ind[k] = h.base + 2 * k + i;
+  // The walk: running pointers over planes [b, e), a half at a time.
+  const float* r0 = static_cast<const float*>(a.x) + b * H * W;
+  float* y = static_cast<float*>(a.y) + b * OH * OW;
+  int64_t* ind = a.ind + b * OH * OW;
+  int64_t oh = 0, ow = 0;
+  auto next = [&](PoolHalf& h) __attribute__((always_inline)) {
+    h.r0 = r0 + 2 * ow;
+    h.base = 2 * oh * W + 2 * ow;
+    ow += Hn;
+    if (ow == OW) {
+      ow = 0;
+      r0 += 2 * W;
+      if (++oh == OH) {
+        oh = 0;
+        r0 += (H - 2 * OH) * W;  // an odd height's last row, in no window
+      }
     }
   };
-  if (dense_planes(a.in) && dense_planes(a.out) && dense_planes(a.idx) && a.in.H == 2 * OH) {
-    // Every plane's rows one after another: one walk over all the output rows of
-    // planes [b, e), outputs and indices stored a vector at a time.
-    const float* r0 = static_cast<const float*>(a.x) + b * a.in.H * W;
-    float* y = static_cast<float*>(a.y) + b * OH * OW;
-    int64_t* ind = a.ind + b * OH * OW;
-    int64_t oh = 0, ow = 0;
-    auto next = [&](PoolHalf& h) __attribute__((always_inline)) {
-      h.r0 = r0 + 2 * ow;
-      h.base = 2 * oh * W + 2 * ow;
-      ow += Hn;
-      if (ow == OW) {
-        ow = 0;
-        r0 += 2 * W;
-        oh = oh + 1 == OH ? 0 : oh + 1;
-      }
-    };
-    const int64_t halves = (e - b) * OH * (OW / Hn);
-    PoolHalf h0{}, h1{};
-    for (int64_t n = 0; n + 1 < halves; n += 2) {
-      next(h0);
-      next(h1);
-      V m;
-      LH i0, i1;
-      pair(h0, h1, m, i0, i1);
-      vec::store(y, m);
-      std::memcpy(ind, &i0, sizeof i0);
-      std::memcpy(ind + Hn, &i1, sizeof i1);
-      y += N;
-      ind += N;
-    }
-    if (halves % 2) {
-      next(h0);
-      h0.y = y;
-      h0.ind = ind;
-      tail(h0);
-    }
-    return true;
+  const int64_t halves = (e - b) * OH * (OW / Hn);
+  PoolHalf h0{}, h1{};
+  for (int64_t n = 0; n + 1 < halves; n += 2) {
+    next(h0);
+    next(h1);
+    V m;
+    LH i0, i1;
+    pair(h0, h1, m, i0, i1);
+    vec::store(y, m);
+    std::memcpy(ind, &i0, sizeof i0);
+    std::memcpy(ind + Hn, &i1, sizeof i1);
+    y += N;
+    ind += N;
   }
-  // Any other unit-stride layout: halves from the walk over planes and rows, two at a time.
-  PoolHalf pending{};
-  bool have = false;
-  for (int64_t pl = b; pl < e; ++pl) {
-    const float* xs = static_cast<const float*>(a.x) + a.in.offset(pl);
-    float* ys = static_cast<float*>(a.y) + a.out.offset(pl);
-    int64_t* is = a.ind + a.idx.offset(pl);
-    for (int64_t oh = 0; oh < OH; ++oh)
-      for (int64_t ow = 0; ow < OW; ow += Hn) {
-        const PoolHalf h{xs + 2 * oh * xsH + 2 * ow, ys + oh * a.out.sH + ow, is + oh * a.idx.sH + ow, 2 * oh * W + 2 * ow};
-        if (have) {
-          V m;
-          LH i0, i1;
-          pair(pending, h, m, i0, i1);
-          std::memcpy(pending.y, &m, Hn * sizeof(float));
-          std::memcpy(h.y, reinterpret_cast<const float*>(&m) + Hn, Hn * sizeof(float));
-          std::memcpy(pending.ind, &i0, sizeof i0);
-          std::memcpy(h.ind, &i1, sizeof i1);
-        } else {
-          pending = h;
-        }
-        have = !have;
-      }
+  if (halves % 2) {  // an odd half at the end: its outputs one by one
+    next(h0);
+    for (int64_t k = 0; k < Hn; ++k) {
+      int64_t i;
+      window_max(h0.r0 + 2 * k, W, W, y[k], i);
+      ind[k] = h0.base + 2 * k + i;
+    }
   }
-  if (have) tail(pending);
   return true;
 }
 
@@ -456,7 +414,7 @@ void max_pool2d_with_indices(const sdk::Call& call) {
     const T* xp = reinterpret_cast<const T*>(x.bytes());
     T* yp = reinterpret_cast<T*>(y.bytes());
     int64_t* ip = ind.data<int64_t>();
-    const MaxPoolArgs args{xp, yp, ip, in, out, idx, p, OH, OW};
+    const MaxPoolArgs args{xp, yp, ip, in, out, idx, p, OH, OW, x.is_contiguous() && y.is_contiguous() && ind.is_contiguous()};
     const bool wide = avx512(), avx2 = cpu_caps().avx2;
     host().parallel_for(0, in.count, std::max<int64_t>(1, static_cast<int64_t>(kMemGrain) / work), [&](int64_t b, int64_t e) {
       if constexpr (std::is_same_v<T, float>) {
@@ -498,9 +456,10 @@ void max_pool2d_with_indices_backward(const sdk::Call& call) {
     // float planes laid out densely are accumulated in place; others (bf16,
     // strided) through a float plane buffer.
     const bool direct = std::is_same_v<T, float> && gin.sW == 1 && gin.sH == gin.W;
+    const bool dense = std::is_same_v<T, float> && gi.is_contiguous() && g.is_contiguous() && ind.is_contiguous();
     host().parallel_for(0, gin.count, std::max<int64_t>(1, static_cast<int64_t>(kMemGrain) / std::max<int64_t>(1, HW)), [&](int64_t b, int64_t e) {
       bool oob = false;
-      if (direct && dense_planes(gin) && dense_planes(go) && dense_planes(idx)) {
+      if (dense) {
         // Dense planes: one fill for the whole range, one pass over its outputs.
         float* acc = reinterpret_cast<float*>(op) + b * HW;
         std::fill(acc, acc + (e - b) * HW, 0.0f);

@@ -58,9 +58,9 @@ namespace rows {
 using vec::V16;
 using vec::V4;
 using vec::V8;
-typedef int32_t VI4 __attribute__((vector_size(16)));
-typedef int32_t VI8 __attribute__((vector_size(32)));
-typedef int32_t VI16 __attribute__((vector_size(64)));
+using vec::VI16;
+using vec::VI4;
+using vec::VI8;
 
 // exp(x) for x <= 0 (x - the row's maximum), NaN kept: Cephes' expf (range
 // reduction by ln 2 in two parts, degree-6 polynomial, about 1 ulp), 0 below

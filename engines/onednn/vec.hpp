@@ -25,6 +25,11 @@ namespace onednn_engine::vec {
 typedef float V4 __attribute__((vector_size(16)));
 typedef float V8 __attribute__((vector_size(32)));
 typedef float V16 __attribute__((vector_size(64)));
+// int32 lanes of the same widths: what a comparison of two float vectors gives, and
+// integer payloads selected with them (indices, exponent bits).
+typedef int32_t VI4 __attribute__((vector_size(16)));
+typedef int32_t VI8 __attribute__((vector_size(32)));
+typedef int32_t VI16 __attribute__((vector_size(64)));
 
 template <class V>
 constexpr int64_t kLanes = static_cast<int64_t>(sizeof(V) / sizeof(float));

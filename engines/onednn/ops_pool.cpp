@@ -146,6 +146,15 @@ __attribute__((always_inline)) inline vec::V16 evens_of(vec::V16 a, vec::V16 b) 
   return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31);
 }
 
+// 2x2 windows of stride 2, no padding or dilation, each inside the input: what the
+// 2x2 loops below read. ceil_mode's last window of an odd height or width hangs over
+// the edge (2 * OH > H): the general loop clips it.
+bool whole_2x2(const MaxPoolArgs& a) {
+  const Pool2d& p = a.p;
+  return p.kH == 2 && p.kW == 2 && p.sH == 2 && p.sW == 2 && p.pH == 0 && p.pW == 0 && p.dH == 1 && p.dW == 1 &&
+         2 * a.OH <= a.in.H && 2 * a.OW <= a.in.W;
+}
+
 // One 2x2 window, scalar: its maximum (in float) and the maximum's offset from r0's
 // element in the plane's flat index (0, 1, W or W + 1), in ATen's visiting order:
 // the first maximum wins, a NaN always wins.
@@ -180,7 +189,7 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
       Idx* __restrict ibuf = ib.data();
       typename Lanes<V>::I iota2 = {};  // 2k: the stride-2 vector loop's column offsets
       for (int64_t k = 0; k < vec::kLanes<V>; ++k) iota2[k] = static_cast<int32_t>(2 * k);
-      if (kH == 2 && kW == 2 && sH == 2 && sW == 2 && pH == 0 && pW == 0 && dH == 1 && dW == 1 && xsW == 1) {
+      if (whole_2x2(a) && xsW == 1) {
         // The common 2x2/2 case (bfloat16, and float32 layouts the vector loop
         // declines): four loads and three selects per output.
         for (int64_t pl = b; pl < e; ++pl) {
@@ -284,9 +293,7 @@ __attribute__((always_inline)) inline bool maxpool2x2_f32(const MaxPoolArgs& a, 
   using LH = typename Lanes<V>::LH;
   constexpr int64_t N = vec::kLanes<V>, Hn = N / 2;
   const Pool2d& p = a.p;
-  if (!(p.kH == 2 && p.kW == 2 && p.sH == 2 && p.sW == 2 && p.pH == 0 && p.pW == 0 && p.dH == 1 && p.dW == 1) ||
-      !a.dense || a.OW % Hn != 0)
-    return false;
+  if (!whole_2x2(a) || !a.dense || a.OW % Hn != 0) return false;
   const int64_t H = a.in.H, W = a.in.W, OH = a.OH, OW = a.OW;
   const I zero = {}, c1 = zero + 1, cW = zero + static_cast<int32_t>(W), cW1 = cW + 1;
   LH iota2 = {};  // 2k: the k-th window's first column within a half

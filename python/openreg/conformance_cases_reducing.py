@@ -479,6 +479,11 @@ _POOLS = (
     ("2x2 stride 2, 2x4 planes", (1, 3, 2, 4), [2, 2], [2, 2], [0, 0], [1, 1], False, "contiguous"),
     ("2x2 stride 2, 5x16 planes", (1, 2, 5, 16), [2, 2], [2, 2], [0, 0], [1, 1], False, "contiguous"),
     ("2x2 stride 2, expanded batch", (2, 2, 4, 16), [2, 2], [2, 2], [0, 0], [1, 1], False, "expanded"),
+    # ceil_mode with an odd height and width: the last window of each row and column
+    # hangs over the edge and holds fewer elements (a 2x2 loop must not read past it).
+    # 5x7: 4 windows a row; 3x15: 8 (a whole vector of them).
+    ("2x2 stride 2 ceil_mode, 5x7 planes", (2, 3, 5, 7), [2, 2], [2, 2], [0, 0], [1, 1], True, "contiguous"),
+    ("2x2 stride 2 ceil_mode, 3x15 planes", (1, 2, 3, 15), [2, 2], [2, 2], [0, 0], [1, 1], True, "contiguous"),
     ("3x3 stride 2 padding 1, 40 wide", (1, 1, 5, 40), [3, 3], [2, 2], [1, 1], [1, 1], False, "contiguous"),
 )
 

@@ -8,7 +8,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
+
+#include <openreg/sdk/max_pool.hpp>
 
 #include "eigen_engine.h"
 
@@ -716,30 +719,25 @@ void max_pool_t(const Call& call, const PoolGeom& p) {
   const bool k2s2 = p.kh == 2 && p.kw == 2 && p.sh == 2 && p.sw == 2 && p.ph == 0 && p.pw == 0 && p.dh == 1 &&
                     p.dw == 1 && 2 * p.Ho <= p.H && 2 * p.Wo <= p.W;
   if (k2s2) {
-    // 2x2 windows, stride 2 (the usual max_pool2d(2)): unrolled, same order and NaN
-    // rule as the generic loop (scan h then w; a greater value or a NaN takes over).
+    // 2x2 windows, stride 2 (the usual max_pool2d(2)), the same order and NaN rule as
+    // the generic loop (scan h then w; a greater value or a NaN takes over): float32
+    // in the SDK's vector walk (sdk/max_pool.hpp), else (double, an odd output width)
+    // a window at a time.
     host.parallel_for(0, p.planes, grain, [&](int64_t b, int64_t e) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (sdk::max_pool::max_pool2x2_f32(sdk_vector_isa(), {x, y, ix, p.H, p.W, p.Ho, p.Wo}, b, e)) return;
+      }
       for (int64_t pl = b; pl < e; ++pl) {
         const T* src = x + pl * HW;
         T* dst = y + pl * HoWo;
         int64_t* id = ix + pl * HoWo;
         for (int64_t oh = 0; oh < p.Ho; ++oh) {
           const T* r0 = src + 2 * oh * p.W;
-          const T* r1 = r0 + p.W;
           const int64_t base = 2 * oh * p.W;
           for (int64_t ow = 0; ow < p.Wo; ++ow) {
-            const T v0 = r0[2 * ow], v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1];
-            T best = v0;
-            int64_t k = 0;
-            bool t = (v1 > best) | (v1 != v1);
-            best = t ? v1 : best;
-            k = t ? 1 : k;
-            t = (v2 > best) | (v2 != v2);
-            best = t ? v2 : best;
-            k = t ? p.W : k;
-            t = (v3 > best) | (v3 != v3);
-            best = t ? v3 : best;
-            k = t ? p.W + 1 : k;
+            sdk::max_pool::WindowValue<T> best;
+            int64_t k;
+            sdk::max_pool::window_max(r0 + 2 * ow, p.W, p.W, best, k);
             dst[oh * p.Wo + ow] = best;
             id[oh * p.Wo + ow] = base + 2 * ow + k;
           }

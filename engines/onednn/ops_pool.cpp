@@ -12,8 +12,12 @@
 #include <cmath>
 #include <atomic>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
+#include <openreg/sdk/max_pool.hpp>
+
+#include "isa.hpp"
 #include "ops.h"
 #include "vec.hpp"
 
@@ -78,11 +82,10 @@ Planes planes(const sdk::Tensor& t) {
   return q;
 }
 
-// The max-pool kernel over planes [b, e). Compiled for the baseline ISA, AVX2
-// and AVX-512 (picked at run time): the baseline build stays scalar (64x16x8x8,
-// k2 s2: 212 us baseline, 30 us with AVX-512, in a standalone test; ResNet-18's
-// [8,64,32,32] k3 s2 p1 on an AVX2 EPYC: 5.2 ms baseline, 1.6 ms AVX2, torch
-// CPU 5.0 ms).
+// The max-pool kernel over planes [b, e). 2x2 stride 2 of contiguous float32 runs
+// the SDK's vector walk (sdk/max_pool.hpp, shared with the eigen engine); the rest
+// here, compiled for the baseline ISA, AVX2 and AVX-512 (picked at run time; ResNet-18's
+// [8,64,32,32] k3 s2 p1 on an AVX2 EPYC: 5.2 ms baseline, 1.6 ms AVX2, torch CPU 5.0 ms).
 struct MaxPoolArgs {
   const void* x;
   void* y;
@@ -93,45 +96,11 @@ struct MaxPoolArgs {
   bool dense;  // input, output and indices contiguous
 };
 
-// Vectors for the float32 loops below, per float vector V: I, its compare masks;
-// IH and LH, half as many int32 and int64 lanes (a half-vector's indices: one
-// register, not a vector of twice the width).
-typedef int32_t I2 __attribute__((vector_size(8)));
-typedef int64_t L2 __attribute__((vector_size(16)));
-typedef int64_t L4 __attribute__((vector_size(32)));
-typedef int64_t L8 __attribute__((vector_size(64)));
+// The int32 compare lanes of each float vector (the stride-2 loop's indices).
 template <class V> struct Lanes;
-template <> struct Lanes<vec::V4> { using I = vec::VI4; using IH = I2; using LH = L2; };
-template <> struct Lanes<vec::V8> { using I = vec::VI8; using IH = vec::VI4; using LH = L4; };
-template <> struct Lanes<vec::V16> { using I = vec::VI16; using IH = vec::VI8; using LH = L8; };
-
-// The two halves of a vector of int32 lanes.
-__attribute__((always_inline)) inline void split(vec::VI4 c, I2& lo, I2& hi) {
-  lo = __builtin_shufflevector(c, c, 0, 1);
-  hi = __builtin_shufflevector(c, c, 2, 3);
-}
-__attribute__((always_inline)) inline void split(vec::VI8 c, vec::VI4& lo, vec::VI4& hi) {
-  lo = __builtin_shufflevector(c, c, 0, 1, 2, 3);
-  hi = __builtin_shufflevector(c, c, 4, 5, 6, 7);
-}
-__attribute__((always_inline)) inline void split(vec::VI16 c, vec::VI8& lo, vec::VI8& hi) {
-  lo = __builtin_shufflevector(c, c, 0, 1, 2, 3, 4, 5, 6, 7);
-  hi = __builtin_shufflevector(c, c, 8, 9, 10, 11, 12, 13, 14, 15);
-}
-
-// The even and odd lanes of the 2N floats a ++ b.
-__attribute__((always_inline)) inline void deinterleave(vec::V4 a, vec::V4 b, vec::V4& ev, vec::V4& od) {
-  ev = __builtin_shufflevector(a, b, 0, 2, 4, 6);
-  od = __builtin_shufflevector(a, b, 1, 3, 5, 7);
-}
-__attribute__((always_inline)) inline void deinterleave(vec::V8 a, vec::V8 b, vec::V8& ev, vec::V8& od) {
-  ev = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
-  od = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
-}
-__attribute__((always_inline)) inline void deinterleave(vec::V16 a, vec::V16 b, vec::V16& ev, vec::V16& od) {
-  ev = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  od = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-}
+template <> struct Lanes<vec::V4> { using I = vec::VI4; };
+template <> struct Lanes<vec::V8> { using I = vec::VI8; };
+template <> struct Lanes<vec::V16> { using I = vec::VI16; };
 
 // The even lanes of the 2N - 1 floats a[0..N) ++ b[0..N) overlapping by one (b
 // loaded N - 1 after a): a stride-2 run of N values, read without going past its
@@ -147,32 +116,12 @@ __attribute__((always_inline)) inline vec::V16 evens_of(vec::V16 a, vec::V16 b) 
 }
 
 // 2x2 windows of stride 2, no padding or dilation, each inside the input: what the
-// 2x2 loops below read. ceil_mode's last window of an odd height or width hangs over
+// scalar 2x2 loop below and the SDK's vector walk read. ceil_mode's last window of an odd height or width hangs over
 // the edge (2 * OH > H): the general loop clips it.
 bool whole_2x2(const MaxPoolArgs& a) {
   const Pool2d& p = a.p;
   return p.kH == 2 && p.kW == 2 && p.sH == 2 && p.sW == 2 && p.pH == 0 && p.pW == 0 && p.dH == 1 && p.dW == 1 &&
          2 * a.OH <= a.in.H && 2 * a.OW <= a.in.W;
-}
-
-// One 2x2 window, scalar: its maximum (in float) and the maximum's offset from r0's
-// element in the plane's flat index (0, 1, W or W + 1), in ATen's visiting order:
-// the first maximum wins, a NaN always wins.
-template <class T>
-__attribute__((always_inline)) inline void window_max(const T* r0, int64_t xsH, int64_t W, float& m, int64_t& i) {
-  const T* r1 = r0 + xsH;
-  const float v1 = static_cast<float>(r0[1]), v2 = static_cast<float>(r1[0]), v3 = static_cast<float>(r1[1]);
-  m = static_cast<float>(r0[0]);
-  i = 0;
-  bool t = (v1 > m) | (v1 != v1);
-  m = t ? v1 : m;
-  i = t ? 1 : i;
-  t = (v2 > m) | (v2 != v2);
-  m = t ? v2 : m;
-  i = t ? W : i;
-  t = (v3 > m) | (v3 != v3);
-  m = t ? v3 : m;
-  i = t ? W + 1 : i;
 }
 
 // V: the build's float vector, for float32 windows of column stride 2 (ResNet's
@@ -202,7 +151,7 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
             for (int64_t ow = 0; ow < a.OW; ++ow) {
               float m;
               int64_t i;
-              window_max(r0 + 2 * ow, xsH, W, m, i);
+              sdk::max_pool::window_max(r0 + 2 * ow, xsH, W, m, i);
               ys[oh * ysH + ow * ysW] = static_cast<T>(m);
               is[oh * isH + ow * isW] = base + 2 * ow + i;
             }
@@ -270,98 +219,6 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
       }
 }
 
-// Where a half-vector's windows start: the first input row of its first window,
-// and that element's flat offset (h * W + w) in its plane.
-struct PoolHalf {
-  const float* r0;
-  int64_t base;
-};
-
-// The 2x2/2 case of float32, contiguous tensors, in vectors of N lanes (N = 4, 8
-// or 16). A "half" is N/2 consecutive outputs of one output row (OW a multiple of
-// N/2); two consecutive halves of the walk over all rows of all planes fill one
-// vector, even across a row's or a plane's end: their 2N input floats of each input
-// row split into the windows' even and odd columns by two shuffles, so planes too
-// small for a whole vector per row (8x8 and 4x4, the digits CNN's) still run N
-// outputs at a time. The compare/select order and NaN rule are window_max's
-// (ATen's). Returns false, having written nothing, when the call does not fit
-// (other layouts take maxpool_planes' 2x2 loop).
-template <class V>
-__attribute__((always_inline)) inline bool maxpool2x2_f32(const MaxPoolArgs& a, int64_t b, int64_t e) {
-  using I = typename Lanes<V>::I;
-  using IH = typename Lanes<V>::IH;
-  using LH = typename Lanes<V>::LH;
-  constexpr int64_t N = vec::kLanes<V>, Hn = N / 2;
-  const Pool2d& p = a.p;
-  if (!whole_2x2(a) || !a.dense || a.OW % Hn != 0) return false;
-  const int64_t H = a.in.H, W = a.in.W, OH = a.OH, OW = a.OW;
-  const I zero = {}, c1 = zero + 1, cW = zero + static_cast<int32_t>(W), cW1 = cW + 1;
-  LH iota2 = {};  // 2k: the k-th window's first column within a half
-  for (int64_t k = 0; k < Hn; ++k) iota2[k] = 2 * k;
-  // Two halves' maxima (lanes [0, Hn) the first's) and their indices.
-  auto pair = [&](const PoolHalf& h0, const PoolHalf& h1, V& m, LH& i0, LH& i1) __attribute__((always_inline)) {
-    V e0, o0, e1, o1;
-    deinterleave(vec::load<V>(h0.r0), vec::load<V>(h1.r0), e0, o0);
-    deinterleave(vec::load<V>(h0.r0 + W), vec::load<V>(h1.r0 + W), e1, o1);
-    m = e0;
-    I code = zero;
-    auto t = (o0 > m) | (o0 != o0);  // NaN wins; on a tie the first element stays
-    m = t ? o0 : m;
-    code = t ? c1 : code;
-    t = (e1 > m) | (e1 != e1);
-    m = t ? e1 : m;
-    code = t ? cW : code;
-    t = (o1 > m) | (o1 != o1);
-    m = t ? o1 : m;
-    code = t ? cW1 : code;
-    IH lo, hi;
-    split(code, lo, hi);
-    i0 = __builtin_convertvector(lo, LH) + iota2 + h0.base;
-    i1 = __builtin_convertvector(hi, LH) + iota2 + h1.base;
-  };
-  // The walk: running pointers over planes [b, e), a half at a time.
-  const float* r0 = static_cast<const float*>(a.x) + b * H * W;
-  float* y = static_cast<float*>(a.y) + b * OH * OW;
-  int64_t* ind = a.ind + b * OH * OW;
-  int64_t oh = 0, ow = 0;
-  auto next = [&](PoolHalf& h) __attribute__((always_inline)) {
-    h.r0 = r0 + 2 * ow;
-    h.base = 2 * oh * W + 2 * ow;
-    ow += Hn;
-    if (ow == OW) {
-      ow = 0;
-      r0 += 2 * W;
-      if (++oh == OH) {
-        oh = 0;
-        r0 += (H - 2 * OH) * W;  // an odd height's last row, in no window
-      }
-    }
-  };
-  const int64_t halves = (e - b) * OH * (OW / Hn);
-  PoolHalf h0{}, h1{};
-  for (int64_t n = 0; n + 1 < halves; n += 2) {
-    next(h0);
-    next(h1);
-    V m;
-    LH i0, i1;
-    pair(h0, h1, m, i0, i1);
-    vec::store(y, m);
-    std::memcpy(ind, &i0, sizeof i0);
-    std::memcpy(ind + Hn, &i1, sizeof i1);
-    y += N;
-    ind += N;
-  }
-  if (halves % 2) {  // an odd half at the end: its outputs one by one
-    next(h0);
-    for (int64_t k = 0; k < Hn; ++k) {
-      int64_t i;
-      window_max(h0.r0 + 2 * k, W, W, y[k], i);
-      ind[k] = h0.base + 2 * k + i;
-    }
-  }
-  return true;
-}
-
 // float32 windows other than 2x2/2: int32 indices (the vector lanes) unless a plane
 // has more elements than int32 counts.
 template <class V>
@@ -371,13 +228,11 @@ __attribute__((always_inline)) inline void maxpool_planes_float(const MaxPoolArg
 }
 
 void maxpool_planes_f32(const MaxPoolArgs& a, int64_t b, int64_t e) {
-  if (maxpool2x2_f32<vec::V4>(a, b, e)) return;
   maxpool_planes_float<vec::V4>(a, b, e);
 }
 void maxpool_planes_bf16(const MaxPoolArgs& a, int64_t b, int64_t e) { maxpool_planes<sdk::bfloat16, vec::V4>(a, b, e); }
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void maxpool_planes_f32_avx512(const MaxPoolArgs& a,
                                                                                              int64_t b, int64_t e) {
-  if (maxpool2x2_f32<vec::V16>(a, b, e) || maxpool2x2_f32<vec::V8>(a, b, e) || maxpool2x2_f32<vec::V4>(a, b, e)) return;
   maxpool_planes_float<vec::V16>(a, b, e);
 }
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void maxpool_planes_bf16_avx512(const MaxPoolArgs& a,
@@ -385,7 +240,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void maxpool_plane
   maxpool_planes<sdk::bfloat16, vec::V4>(a, b, e);
 }
 __attribute__((target("avx2,fma"))) void maxpool_planes_f32_avx2(const MaxPoolArgs& a, int64_t b, int64_t e) {
-  if (maxpool2x2_f32<vec::V8>(a, b, e) || maxpool2x2_f32<vec::V4>(a, b, e)) return;
   maxpool_planes_float<vec::V8>(a, b, e);
 }
 __attribute__((target("avx2,fma"))) void maxpool_planes_bf16_avx2(const MaxPoolArgs& a, int64_t b, int64_t e) {
@@ -423,8 +277,14 @@ void max_pool2d_with_indices(const sdk::Call& call) {
     int64_t* ip = ind.data<int64_t>();
     const MaxPoolArgs args{xp, yp, ip, in, out, idx, p, OH, OW, x.is_contiguous() && y.is_contiguous() && ind.is_contiguous()};
     const bool wide = avx512(), avx2 = cpu_caps().avx2;
+    // 2x2 stride 2 of contiguous float32: the SDK's vector walk (sdk/max_pool.hpp).
+    std::optional<sdk::max_pool::Dense2x2> dense2x2;
+    if constexpr (std::is_same_v<T, float>)
+      if (args.dense && whole_2x2(args))
+        dense2x2 = sdk::max_pool::Dense2x2{xp, yp, ip, in.H, in.W, OH, OW};
     host().parallel_for(0, in.count, std::max<int64_t>(1, static_cast<int64_t>(kMemGrain) / work), [&](int64_t b, int64_t e) {
       if constexpr (std::is_same_v<T, float>) {
+        if (dense2x2 && sdk::max_pool::max_pool2x2_f32(vector_isa(), *dense2x2, b, e)) return;
         if (wide) maxpool_planes_f32_avx512(args, b, e);
         else if (avx2) maxpool_planes_f32_avx2(args, b, e);
         else maxpool_planes_f32(args, b, e);

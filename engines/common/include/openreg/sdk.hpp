@@ -5,8 +5,9 @@
 //   strided.hpp  broadcasting, sdk::for_each_row, unary_map / binary_map
 //   engine.hpp   sdk::EngineDef: the op table and the openreg_engine table
 //   rnn.hpp      the fused LSTM/GRU cell kernels, sdk::rnn::register_ops
-// Not included: optim.hpp and group_norm.hpp (the optimizer step, group norm), which an
-// engine includes in the one file that compiles their kernels.
+// Not included: optim.hpp, group_norm.hpp and max_pool.hpp (the optimizer step, group
+// norm, 2x2 max pooling), which an engine includes in the one file that compiles their
+// kernels.
 //   vector_isa.hpp  run_vectorised: a loop run from an AVX2 or AVX-512 clone
 //   tensor_ops.hpp, indexing.hpp  kernels shared by every engine (fill_, tril, cat, gather, index, ...)
 //   prelu.hpp    _prelu_kernel and its backward

@@ -47,6 +47,13 @@ inline VectorIsa cpu_vector_isa() {
 #endif
 }
 
+// The ISA run_vectorised(isa, ...) builds for: `isa`, or the CPU's widest if that is
+// narrower (a kernel that picks its vector width per ISA asks this first).
+inline VectorIsa usable_vector_isa(VectorIsa isa) {
+  const VectorIsa cpu = cpu_vector_isa();
+  return static_cast<int>(isa) < static_cast<int>(cpu) ? isa : cpu;
+}
+
 namespace detail {
 #ifdef OPENREG_SDK_VECTOR_CLONES
 #define OPENREG_SDK_AVX2 "avx2,fma"
@@ -78,8 +85,7 @@ __attribute__((target(OPENREG_SDK_AVX512))) void run_avx512_fma(const F& loop) {
 template <bool kFma, class F>
 void run_widest(VectorIsa isa, const F& loop) {
 #ifdef OPENREG_SDK_VECTOR_CLONES
-  const VectorIsa cpu = cpu_vector_isa();
-  const VectorIsa use = static_cast<int>(isa) < static_cast<int>(cpu) ? isa : cpu;
+  const VectorIsa use = usable_vector_isa(isa);
   if (use == VectorIsa::kAvx512) {
     if constexpr (kFma) return run_avx512_fma(loop);
     else return run_avx512(loop);

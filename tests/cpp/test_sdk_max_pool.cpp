@@ -1,0 +1,101 @@
+// openreg/sdk/max_pool.hpp: the 2x2 stride-2 vector walk at each vector width (4, 8
+// and 16 floats) against window_max, ATen's one-window rule, which the conformance
+// suite checks against torch CPU through both engines. The walk is called directly,
+// without a target clone: GCC lowers the wider vectors to this build's instructions,
+// so the AVX-512 width's shuffles run on any x86-64 (the engines' own runs use only
+// the CPU's widest). Values are 0..3 with NaN in some places: most windows hold ties,
+// and NaN in each of a window's four places.
+#include <openreg/sdk/max_pool.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace {
+
+using openreg::sdk::max_pool::Dense2x2;
+using openreg::sdk::max_pool::window_max;
+
+struct Shape {
+  int64_t planes, H, W;
+};
+
+// Planes [b, e) through walk<N>; false when the width does not fit OW. Checks every
+// output of the range and that the rest stays unwritten.
+template <int N>
+bool walk_matches_rule(const Shape& s, int64_t b, int64_t e, unsigned seed) {
+  const int64_t OH = s.H / 2, OW = s.W / 2;
+  std::vector<float> x(static_cast<size_t>(s.planes * s.H * s.W));
+  std::mt19937 rng(seed);
+  for (float& v : x) v = rng() % 9 == 0 ? NAN : static_cast<float>(rng() % 4);
+  const size_t outs = static_cast<size_t>(s.planes * OH * OW);
+  std::vector<float> y(outs, -7.0f);
+  std::vector<int64_t> ind(outs, -7);
+  const Dense2x2 a{x.data(), y.data(), ind.data(), s.H, s.W, OH, OW};
+  if (!openreg::sdk::max_pool::detail::walk<N>(a, b, e)) return false;
+  for (int64_t p = 0; p < s.planes; ++p)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const size_t o = static_cast<size_t>((p * OH + oh) * OW + ow);
+        SCOPED_TRACE(::testing::Message() << "N " << N << ", " << s.planes << "x" << s.H << "x" << s.W << ", planes ["
+                                          << b << ", " << e << "), output (" << p << ", " << oh << ", " << ow << ")");
+        if (p < b || p >= e) {
+          EXPECT_EQ(y[o], -7.0f);
+          EXPECT_EQ(ind[o], -7);
+          continue;
+        }
+        float m;
+        int64_t k;
+        window_max(&x[static_cast<size_t>(p * s.H * s.W + 2 * oh * s.W + 2 * ow)], s.W, s.W, m, k);
+        if (std::isnan(m)) EXPECT_TRUE(std::isnan(y[o]));
+        else EXPECT_EQ(y[o], m);
+        EXPECT_EQ(ind[o], 2 * oh * s.W + 2 * ow + k);
+      }
+  return true;
+}
+
+// Planes narrower than a vector (the digits CNN's 8x8 and 4x4), a count of windows
+// that leaves an odd half at the end, odd heights (the last row in no window), wide rows.
+const Shape kShapes[] = {{3, 8, 8}, {5, 4, 4}, {7, 2, 4}, {2, 5, 16}, {1, 3, 32}, {4, 9, 40},
+                         {3, 16, 16}, {6, 4, 12}, {2, 6, 64}, {1, 2, 16}, {3, 7, 24}};
+
+template <int N>
+void check_width() {
+  int walked = 0;
+  unsigned seed = 1;
+  for (const Shape& s : kShapes)
+    for (int64_t b : {int64_t(0), int64_t(1)}) {
+      const int64_t e = s.planes - b;
+      if (e <= b) continue;
+      if (walk_matches_rule<N>(s, b, e, seed++)) ++walked;
+      else EXPECT_NE((s.W / 2) % (N / 2), 0) << "walk<" << N << "> declined " << s.W << "-wide planes";
+    }
+  EXPECT_GT(walked, 4);
+}
+
+TEST(SdkMaxPool, Walk4MatchesWindowRule) { check_width<4>(); }
+TEST(SdkMaxPool, Walk8MatchesWindowRule) { check_width<8>(); }
+TEST(SdkMaxPool, Walk16MatchesWindowRule) { check_width<16>(); }
+
+// window_max itself on hand-made windows (rows 0 1 / 2 3 of a 2-wide plane).
+TEST(SdkMaxPool, WindowRule) {
+  auto run = [](std::vector<float> w, float want, int64_t at) {
+    float m;
+    int64_t k;
+    window_max(w.data(), 2, 2, m, k);
+    if (std::isnan(want)) EXPECT_TRUE(std::isnan(m));
+    else EXPECT_EQ(m, want);
+    EXPECT_EQ(k, at);
+  };
+  run({1, 2, 3, 4}, 4, 3);
+  run({4, 3, 2, 1}, 4, 0);
+  run({2, 5, 5, 1}, 5, 1);         // a tie: the first maximum
+  run({1, NAN, 9, 2}, NAN, 1);     // a NaN wins over greater values
+  run({NAN, 1, NAN, 2}, NAN, 2);   // the last NaN
+  run({-INFINITY, -INFINITY, -INFINITY, -INFINITY}, -INFINITY, 0);
+}
+
+}  // namespace

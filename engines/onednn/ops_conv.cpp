@@ -270,9 +270,10 @@ void convolution_backward_impl(const sdk::Call& call) {
   sdk::Tensor gy = call.tensor(0), x = call.tensor(1), w = call.tensor(2);
   sdk::Tensor gx = call.output(0), gw = call.output(1), gb = call.output(2);
   const bool want_gx = gx.defined() && gx.numel() > 0, want_gw = gw.defined(), want_gb = gb.defined();
-  if (x.size(0) == 0 || gy.numel() == 0) {  // no batch: the gradients of the parameters are zero
+  if (x.size(0) == 0 || gy.numel() == 0) {  // no batch or no outputs: every gradient is zero
     dispatch_float(x.dtype(), "convolution_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
+      if (want_gx) fill_zero<T>(gx);
       if (want_gw) fill_zero<T>(gw);
       if (want_gb) fill_zero<T>(gb);
     });

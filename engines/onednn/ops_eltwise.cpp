@@ -72,9 +72,12 @@ bool transcendental(Alg a) { return a != Alg::eltwise_relu && a != Alg::eltwise_
 //   no faster; but gelu's absolute error went from torch CPU's 3.8e-7 (which the
 //   primitive matches) to 9.3e-7, its relative error in the tail 0.57 -> 5.2 at
 //   x in [-5.5, -3]. Not taken.
+// - relu, everywhere, for NaN: the primitive's relu gives 0 for NaN from 32K
+//   floats on (where the engine took it), torch keeps NaN, as relu_f does (found by
+//   differential fuzzing, 2026-12-02). The loop runs as fast (memory-bound).
 bool loop_is_faster(Alg a, openreg_dtype dt) {
   const loops::Width w = loops::width();
-  if (a == Alg::eltwise_exp) return true;
+  if (a == Alg::eltwise_exp || a == Alg::eltwise_relu) return true;
   if (a == Alg::eltwise_tanh || a == Alg::eltwise_gelu_tanh) return w == loops::Width::Avx2;
   if (a == Alg::eltwise_gelu_erf) return w == loops::Width::Avx512 && is_f32(dt);
   return false;

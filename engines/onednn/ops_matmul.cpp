@@ -32,6 +32,13 @@ memory::desc bias_md(const sdk::Tensor& self, int64_t rank) {
 
 bool overlaps(const sdk::Tensor& a, const sdk::Tensor& b) { return a.bytes() == b.bytes(); }
 
+// Whether two tensors' elements share any byte (both non-empty).
+bool share_memory(const sdk::Tensor& a, const sdk::Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  const auto x = sdk::ops::detail::byte_span(a), y = sdk::ops::detail::byte_span(b);
+  return x.first < y.second && y.first < x.second;
+}
+
 // A self that varies along the output's last dim only (a Linear's bias [N]):
 // the matmul's own bias argument takes it.
 bool row_bias(const sdk::Tensor& self) {
@@ -91,6 +98,10 @@ void run_matmul(const sdk::Call& call, bool batched, bool add) {
   std::optional<sdk::Tensor> self;
   if (add && beta != 0.0) self = call.tensor(0);
   if (M == 0 || N == 0 || B == 0) return;
+  // The product is written while a and b are still read: an output on their memory
+  // (x.addmm_(x, x)) would read what it wrote.
+  OPENREG_SDK_REQUIRE(!share_memory(out, a) && !share_memory(out, b), call.op_name(), ": the output ",
+                      out.describe(), " shares memory with an operand (left to the next engine)");
   Threads threads(threads_for(2.0 * static_cast<double>(B * M) * static_cast<double>(N * K), kFlopGrain));
   dispatch_float(out.dtype(), call.op_name().data(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -115,8 +126,12 @@ void run_matmul(const sdk::Call& call, bool batched, bool add) {
     // 3: the matmul's bias argument. On AVX2 CPUs oneDNN 2.6's matmul is its GEMM
     // (gemm:jit), which applies a binary-add post-op in a pass of its own: a
     // [512, 128] @ [128, 384] Linear took 560 us with the bias so, 463 without it.
-    const bool fused = self && beta == 1.0 && !overlaps(*self, out) && !has_zero_stride(*self);
-    int mode = !self ? 0 : !fused ? 2 : row_bias(*self) ? 3 : 1;
+    // The output scale (alpha) applies to a @ b + bias (mode 3) but before post-ops
+    // (mode 1), so mode 3 needs alpha 1; and oneDNN reads self densely in modes 1 and
+    // 3 (a strided bias came out as its first elements), so they need a contiguous self.
+    const bool fused =
+        self && beta == 1.0 && !overlaps(*self, out) && !has_zero_stride(*self) && self->is_contiguous();
+    int mode = !self ? 0 : !fused ? 2 : row_bias(*self) && alpha == 1.0 ? 3 : 1;
     auto make = [&](int m) {
       Key k("matmul");
       k.add(av.md.dims()).add(bv.md.dims()).add(a).add(b).add(out).add(alpha).add(static_cast<int64_t>(m));

@@ -174,14 +174,23 @@ OPENREG_ONEDNN_SOFTMAX_ROWS(softmax_rows_avx512, __attribute__((target("avx512f,
 // bfloat16 too, through float copies of each chunk of rows: oneDNN 2.6's bf16
 // softmax over the last dim left a row with a NaN NaN only where the NaN was
 // (ATen: the whole row).
+// The softmax dim is innermost: the last, or followed by dims of size 1 only ([3, 1]
+// over dim 0; oneDNN 2.6's primitive gave [nan, 0, 0] there for [inf, 0.3, -1], where
+// the row is all NaN).
+bool innermost(const sdk::Tensor& t, int axis) {
+  for (int64_t d = axis + 1; d < t.dim(); ++d)
+    if (t.size(d) != 1) return false;
+  return true;
+}
+
 bool applies(const sdk::Tensor& x, const sdk::Tensor& y, int axis) {
-  return (is_f32(x.dtype()) || is_bf16(x.dtype())) && axis == x.dim() - 1 && x.is_contiguous() && y.is_contiguous();
+  return (is_f32(x.dtype()) || is_bf16(x.dtype())) && innermost(x, axis) && x.is_contiguous() && y.is_contiguous();
 }
 
 // Rows in parallel chunks above the memory grain, as the backward: [512, 1000]
 // log_softmax took 395 us on oneDNN 2.6's primitive at one thread, torch CPU 305.
-void run(const sdk::Tensor& x, const sdk::Tensor& y, bool log) {
-  const int64_t n = x.size(x.dim() - 1), rows = x.numel() / n;
+void run(const sdk::Tensor& x, const sdk::Tensor& y, bool log, int axis) {
+  const int64_t n = x.size(axis), rows = x.numel() / n;
   const loops::Width width = loops::width();
   auto rows_of = [width, n, log](const float* in, float* out, int64_t count) {
     switch (width) {
@@ -208,7 +217,7 @@ void run(const sdk::Tensor& x, const sdk::Tensor& y, bool log) {
 }
 
 bool applies_backward(const sdk::Tensor& g, const sdk::Tensor& y, const sdk::Tensor& gx, int axis) {
-  return (is_f32(g.dtype()) || is_bf16(g.dtype())) && axis == y.dim() - 1 && g.is_contiguous() && y.is_contiguous() &&
+  return (is_f32(g.dtype()) || is_bf16(g.dtype())) && innermost(y, axis) && g.is_contiguous() && y.is_contiguous() &&
          gx.is_contiguous();
 }
 
@@ -216,8 +225,8 @@ bool applies_backward(const sdk::Tensor& g, const sdk::Tensor& y, const sdk::Ten
 // backward took 9 ms in oneDNN 2.6's primitive, its n not a multiple of 16).
 // bfloat16 through float copies, as the forward: the primitive's bf16
 // log_softmax backward kept a NaN gradient to its own element (ATen: the row).
-void run_backward(const sdk::Tensor& g, const sdk::Tensor& y, const sdk::Tensor& gx, bool log) {
-  const int64_t n = y.size(y.dim() - 1), rows = y.numel() / n;
+void run_backward(const sdk::Tensor& g, const sdk::Tensor& y, const sdk::Tensor& gx, bool log, int axis) {
+  const int64_t n = y.size(axis), rows = y.numel() / n;
   const loops::Width width = loops::width();
   auto rows_of = [width, n, log](const float* gp, const float* yp, float* op, int64_t count) {
     switch (width) {
@@ -266,12 +275,16 @@ void forward(const sdk::Call& call, bool log) {
   if (x.dim() == 0) {
     dispatch_float(y.dtype(), "softmax", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const float v = log ? 0.0f : 1.0f;
-      sdk::unary_map<T>(host(), y, x, [v](T in) { return in != in ? static_cast<float>(in) : v; });
+      // ATen's arithmetic on one element: d = x - max(x) is 0, or NaN for a NaN or an
+      // infinity; softmax exp(d) / exp(d) is 1 or NaN, log_softmax d - log(exp(d)) 0 or NaN.
+      sdk::unary_map<T>(host(), y, x, [log](T in) {
+        const float d = static_cast<float>(in) - static_cast<float>(in);
+        return log ? d : d + 1.0f;
+      });
     });
     return;
   }
-  if (rows::applies(x, y, axis)) return rows::run(x, y, log);
+  if (rows::applies(x, y, axis)) return rows::run(x, y, log, axis);
   Buffers buf;
   const View xv = view_of(buf, x);
   const memory::desc& xmd = xv.md;
@@ -303,7 +316,7 @@ void backward(const sdk::Call& call, bool log) {
     });
     return;
   }
-  if (rows::applies_backward(g, y, gx, axis)) return rows::run_backward(g, y, gx, log);
+  if (rows::applies_backward(g, y, gx, axis)) return rows::run_backward(g, y, gx, log, axis);
   Buffers buf;
   const View gv = view_of(buf, g), yv = view_of(buf, y);
   const memory::desc &gmd = gv.md, &ymd = yv.md;

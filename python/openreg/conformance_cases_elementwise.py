@@ -166,6 +166,12 @@ def _unary_cases(ctx):
         # kernel gives NaN for gelu(+inf) (inf on AVX2, in ATen's kernel and on CUDA).
         cases.append(Case("NaN, infinities, zeros, tiny and huge values (tiled)", ctx.of(special),
                           aten_reference=ctx.base == "gelu"))
+    if ctx.floating and ctx.base in ("relu", "abs", "sqrt", "neg"):
+        # Large enough for an engine's elementwise primitive (onednn: from 32K elements),
+        # with NaN every 997th element: relu keeps NaN.
+        big = ctx.values((40000,), dom)
+        big[5::997] = float("nan")
+        cases.append(Case("40000 elements with NaN", ctx.of(big.to(ctx.dtype))))
     if ctx.floating and ctx.base in _PIECEWISE_LINEAR:
         cases.append(Case("at and around the kinks (+-3, +-1, 0), tiled", ctx.of(_kinks(ctx.dtype))))
     if ctx.base == "tanh" and ctx.dtype == torch.float32:  # kernels switch formula near |x| = 0.6 and saturate

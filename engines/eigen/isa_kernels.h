@@ -11,6 +11,13 @@
 
 namespace eigen_engine {
 
+// Below these arguments Eigen's vectorised exp returns its clamp's result (2.9e-39
+// in float, 5.6e-309 in double), not 0: exp(-inf) was 2.9e-39 (torch CPU: 0), and a
+// softmax weight of a -inf score not 0. The kernels give 0 there (exactly what
+// std::exp gives for -inf; at most 2.9e-39 (5.6e-309) away from it above).
+constexpr float kExpClampF32 = -88.7228394f;
+constexpr double kExpClampF64 = -709.0895657128241;
+
 // The elementwise float32 functions of IsaKernels::unary_f32; the last two take
 // parameters: leaky_relu its negative slope (p0), clamp its bounds (p0, p1; -inf
 // and inf for a bound not given).

@@ -1,5 +1,8 @@
 // Comparisons eq/ne/lt/le/gt/ge (.Tensor, .Scalar, in-place, out=): bool outputs
 // (or self's dtype for the in-place forms), broadcasting, any strides; and sign.
+#include <limits>
+#include <type_traits>
+
 #include "eigen_engine.h"
 
 namespace eigen_engine {
@@ -50,21 +53,37 @@ void compare(const Call& call, Compare k) {
   Tensor out = call.output(0), a = call.tensor(0);
   std::optional<Tensor> b;
   double bval = 0;
+  std::optional<int64_t> bint;  // the scalar, exactly, when it is an integer
   if (call.kind(1) == OPENREG_VALUE_TENSOR) {
     Tensor t = call.tensor(1);
-    if (t.dim() == 0 && !same_dtype(t, a)) bval = t.item();
-    else {
+    if (t.dim() == 0 && !same_dtype(t, a)) {
+      bval = t.item();
+      bint = t.item_int();
+    } else {
       require_dtype(call, a, t, "other");
       b = t;
     }
   } else {
     bval = call.scalar(1);
+    bint = call.int_scalar(1);
   }
   const bool to_bool = sdk::same_dtype(out.dtype(), sdk::dtypes::bool_);
   if (!to_bool) require_dtype(call, a, out, "output");
   sdk::dispatch<float, double, sdk::bfloat16, int64_t, int32_t>(a.dtype(), "compare", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const C_t<T> y = scalar_as<T>(bval);
+    C_t<T> y = scalar_as<T>(bval);
+    if constexpr (std::is_integral_v<T>) {
+      if (!b) {
+        // An integer tensor against a float number compares in float (type promotion:
+        // x == 0.5 is all false, x > nan too), against an int beyond T's range raises
+        // in torch: both left to the next engine. An int compares exactly (not through
+        // a double, which rounds beyond 2^53).
+        OPENREG_SDK_REQUIRE(bint && *bint >= std::numeric_limits<T>::min() && *bint <= std::numeric_limits<T>::max(),
+                            call.op_name(), ": ", a.describe(), " against a floating-point or out-of-range number",
+                            " (left to the next engine)");
+        y = static_cast<T>(*bint);
+      }
+    }
     if (to_bool) compare_t<T, bool>(call.host(), k, out, a, b ? &*b : nullptr, y);
     else compare_t<T, T>(call.host(), k, out, a, b ? &*b : nullptr, y);
   });

@@ -613,6 +613,9 @@ void check_conv_common(const Call& call, const Tensor& in, const Tensor& w, int 
   OPENREG_SDK_REQUIRE(in.dim() == 4 && w.dim() == 4, call.op_name(), ": only 2-d convolution (4-d input and weight), got ",
                       in.dim(), "-d input");
   require_dtype(call, in, w, "weight");
+  // No input channels (the output is the bias alone): the geometry below assumes some.
+  OPENREG_SDK_REQUIRE(in.size(1) > 0 && w.size(1) > 0, call.op_name(), ": no input channels, input ", in.describe(),
+                      " (left to the next engine)");
 }
 
 // convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)

@@ -106,7 +106,12 @@ void unary_t(const sdk::Host& host, Unary kind, const Tensor& out, const Tensor&
   switch (kind) {
     case U_NEG: runv([](C x) { return -x; }, [](const auto& x) { return -x; }); break;
     case U_ABS: runv([](C x) { return std::abs(x); }, [](const auto& x) { return x.abs(); }); break;
-    case U_EXP: runv([](C x) { return std::exp(x); }, [](const auto& x) { return x.exp(); }); break;
+    case U_EXP:  // 0 below Eigen's exp's clamp (isa_kernels.h): exp(-inf) is 0
+      runv([](C x) { return std::exp(x); }, [](const auto& x) {
+        const C clamp = std::is_same_v<C, float> ? C(kExpClampF32) : C(kExpClampF64);
+        return (x < clamp).select(C(0), x.exp());
+      });
+      break;
     case U_LOG: runv([](C x) { return std::log(x); }, [](const auto& x) { return x.log(); }); break;
     case U_SQRT: runv([](C x) { return std::sqrt(x); }, [](const auto& x) { return x.sqrt(); }); break;
     case U_RSQRT:
@@ -297,6 +302,20 @@ void binary(const Call& call, Binary kind) {
     }
   } else {
     bval = call.scalar(1);
+  }
+  // The numbers travel below as doubles: an integer one beyond 2^53 (int64 arithmetic)
+  // would be rounded, so such calls are left to the next engine.
+  {
+    auto exact = [](std::optional<int64_t> v) {
+      return !v || (*v >= -(int64_t(1) << 53) && *v <= (int64_t(1) << 53));
+    };
+    const bool b_number = call.kind(1) != OPENREG_VALUE_TENSOR || !b;
+    OPENREG_SDK_REQUIRE(
+        (!b_number || exact(call.kind(1) == OPENREG_VALUE_TENSOR ? call.tensor(1).item_int() : call.int_scalar(1))) &&
+            (!has_alpha || call.num_args() <= 2 || call.kind(2) == OPENREG_VALUE_TENSOR ||
+             exact(call.int_scalar(2))) &&
+            (!is_scalar_operand(a) || same_dtype(a, out) || exact(a.item_int())),
+        call.op_name(), ": an integer number beyond 2^53 (left to the next engine)");
   }
   // A 0-dim self of another dtype (a Python number or CPU scalar first, as in
   // torch.mul(2.0, x, out=y)): the tensor operand is `other`.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "eigen_engine.h"
 
@@ -26,6 +27,9 @@ void softmax_t(const sdk::Host& host, const Tensor& out, const Tensor& in, int64
         ov = xv - (mx + lse);
       } else {
         ov = (xv - mx).exp();
+        // 0 where Eigen's exp clamped (a -inf score: weight 0, as torch CPU's)
+        const T clamp = std::is_same_v<T, float> ? T(kExpClampF32) : T(kExpClampF64);
+        for (int64_t i = 0; i < L; ++i) o[i] = x[i] - mx < clamp ? T(0) : o[i];
         ov *= T(1) / ov.sum();
       }
       return;

@@ -78,6 +78,18 @@ class Tensor {
       return to_double(*reinterpret_cast<const T*>(bytes()));
     });
   }
+  // The value of a one-element integer or bool tensor, exactly (item() rounds int64
+  // values beyond 2^53); nothing for floating dtypes.
+  std::optional<int64_t> item_int() const {
+    OPENREG_SDK_CHECK(numel() == 1, "item_int(): tensor has ", numel(), " elements, not 1");
+    const uint8_t code = t_->dtype.code;
+    if (code != OPENREG_DTYPE_CODE_INT && code != OPENREG_DTYPE_CODE_UINT && code != OPENREG_DTYPE_CODE_BOOL)
+      return std::nullopt;
+    return dispatch<int64_t, int32_t, int16_t, int8_t, uint8_t, bool>(t_->dtype, "item_int", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return static_cast<int64_t>(*reinterpret_cast<const T*>(bytes()));
+    });
+  }
   std::string describe() const {  // "float32[5, 7] strides [7, 1]"
     std::string s = dtype_name(t_->dtype) + "[";
     for (int64_t i = 0; i < t_->ndim; ++i) s += (i ? ", " : "") + std::to_string(t_->sizes[i]);
@@ -232,6 +244,16 @@ class Call {
         }
     }
     fail(OPENREG_STATUS_INVALID_ARGUMENT, str(c_->op_name, ": argument ", i, " should be a scalar, got kind ", v.kind));
+  }
+  // A Scalar (or a plain int/bool argument) that is an integer, exactly (scalar()
+  // rounds int64 values beyond 2^53); nothing for a floating-point or complex one.
+  std::optional<int64_t> int_scalar(int i) const {
+    const auto& v = arg(i);
+    if (v.kind == OPENREG_VALUE_INT || v.kind == OPENREG_VALUE_BOOL) return v.u.i;
+    if (v.kind == OPENREG_VALUE_SCALAR &&
+        (v.u.scalar.kind == OPENREG_SCALAR_INT || v.u.scalar.kind == OPENREG_SCALAR_BOOL))
+      return v.u.scalar.v.i;
+    return std::nullopt;
   }
   // A Scalar that may be absent (NONE), with its default.
   double scalar_or(int i, double fallback) const { return is_none(i) ? fallback : scalar(i); }

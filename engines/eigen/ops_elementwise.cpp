@@ -303,18 +303,15 @@ void binary(const Call& call, Binary kind) {
   } else {
     bval = call.scalar(1);
   }
-  // The numbers travel below as doubles: an integer one beyond 2^53 (int64 arithmetic)
-  // would be rounded, so such calls are left to the next engine.
-  {
-    auto exact = [](std::optional<int64_t> v) {
-      return !v || (*v >= -(int64_t(1) << 53) && *v <= (int64_t(1) << 53));
-    };
-    const bool b_number = call.kind(1) != OPENREG_VALUE_TENSOR || !b;
+  // The numbers travel below as doubles, which round integers beyond 2^53: integer
+  // arithmetic with such a number is left to the next engine.
+  if (out.dtype().code == OPENREG_DTYPE_CODE_INT) {
+    auto exact = [](std::optional<int64_t> v) { return !v || (*v >= -(int64_t(1) << 53) && *v <= (int64_t(1) << 53)); };
+    const bool other_number = !b, self_number = is_scalar_operand(a) && !same_dtype(a, out);
+    const bool alpha_number = has_alpha && call.num_args() > 2 && call.kind(2) != OPENREG_VALUE_TENSOR;
     OPENREG_SDK_REQUIRE(
-        (!b_number || exact(call.kind(1) == OPENREG_VALUE_TENSOR ? call.tensor(1).item_int() : call.int_scalar(1))) &&
-            (!has_alpha || call.num_args() <= 2 || call.kind(2) == OPENREG_VALUE_TENSOR ||
-             exact(call.int_scalar(2))) &&
-            (!is_scalar_operand(a) || same_dtype(a, out) || exact(a.item_int())),
+        (!other_number || exact(call.kind(1) == OPENREG_VALUE_TENSOR ? call.tensor(1).item_int() : call.int_scalar(1))) &&
+            (!alpha_number || exact(call.int_scalar(2))) && (!self_number || exact(a.item_int())),
         call.op_name(), ": an integer number beyond 2^53 (left to the next engine)");
   }
   // A 0-dim self of another dtype (a Python number or CPU scalar first, as in

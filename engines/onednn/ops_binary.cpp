@@ -138,9 +138,8 @@ sdk::Kernel binary(const char* name) {
     sdk::Tensor a = call.tensor(0), b = call.tensor(1), out = call.output(0);
     check(call, op, a, b, out);
     const double alpha = has_alpha(op) ? call.scalar_or(2, 1.0) : 1.0;
-    // Integer operands take numbers exactly (a double rounds int64 beyond 2^53).
-    const int64_t int_alpha =
-        has_alpha(op) && call.num_args() > 2 && !call.is_none(2) ? call.int_scalar(2).value_or(1) : 1;
+    // int64 operands take numbers exactly (a double rounds them beyond 2^53).
+    auto int_alpha = [&] { return call.is_none(2) ? int64_t(1) : call.int_scalar(2).value_or(1); };
     auto int_item = [](const sdk::Tensor& t) { return t.item_int().value_or(static_cast<int64_t>(t.item())); };
     if (out.numel() == 0) return;
     if (op != Bin::Max && op != Bin::Min && !loop_only_dtype(out.dtype()) && !scalar_other(out, b) &&
@@ -161,7 +160,7 @@ sdk::Kernel binary(const char* name) {
         C s, k;
         if constexpr (std::is_same_v<C, int64_t>) {
           s = int_item(a);
-          k = has_alpha(op) ? (op == Bin::Sub ? -int_alpha : int_alpha) : 1;
+          k = has_alpha(op) ? (op == Bin::Sub ? -int_alpha() : int_alpha()) : 1;
         } else {
           s = as_t(a.item());
           k = as_t(has_alpha(op) ? (op == Bin::Sub ? -alpha : alpha) : 1.0);
@@ -175,7 +174,7 @@ sdk::Kernel binary(const char* name) {
         C k;
         if constexpr (std::is_same_v<C, int64_t>) {
           const int64_t s = int_item(b);
-          const int64_t al = int_alpha;
+          const int64_t al = int_alpha();
           k = has_alpha(op) ? (op == Bin::Sub ? -al * s : al * s) : s;
         } else {
           const double s = b.item();
@@ -194,7 +193,7 @@ sdk::Kernel binary(const char* name) {
       }
       if (has_alpha(op) && alpha != 1.0) {
         C k;
-        if constexpr (std::is_same_v<C, int64_t>) k = op == Bin::Sub ? -int_alpha : int_alpha;
+        if constexpr (std::is_same_v<C, int64_t>) k = op == Bin::Sub ? -int_alpha() : int_alpha();
         else k = as_t(op == Bin::Sub ? -alpha : alpha);
         map2<T>(out, a, b, [k](T x, T y) { return static_cast<C>(x) + k * static_cast<C>(y); });
         return;

@@ -466,6 +466,16 @@ void unary(const Call& call, Unary kind) {
     using T = typename decltype(tag)::type;
     unary_t<T>(call.host(), kind, out, a, p);
   });
+  // Eigen's vectorised float64 log (the dense walk's) treats a subnormal x as the
+  // smallest normal double: those elements again through libm (float32: the ISA
+  // kernel's log_of_subnormals).
+  if (kind == U_LOG && sdk::same_dtype(out.dtype(), sdk::dtypes::float64) && a.is_contiguous() &&
+      out.is_contiguous() && sdk::same_dtype(a.dtype(), sdk::dtypes::float64)) {
+    const double* x = a.data<double>();
+    double* y = out.data<double>();
+    for (int64_t i = 0; i < out.numel(); ++i)
+      if (x[i] > 0.0 && x[i] < std::numeric_limits<double>::min()) y[i] = std::log(x[i]);
+  }
 }
 
 // threshold_backward(grad, self, threshold), sigmoid/tanh_backward(grad, output),

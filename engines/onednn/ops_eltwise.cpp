@@ -75,9 +75,11 @@ bool transcendental(Alg a) { return a != Alg::eltwise_relu && a != Alg::eltwise_
 // - relu, everywhere, for NaN: the primitive's relu gives 0 for NaN from 32K
 //   floats on (where the engine took it), torch keeps NaN, as relu_f does (found by
 //   differential fuzzing, 2026-12-02). The loop runs as fast (memory-bound).
+// - log, everywhere, for accuracy: oneDNN 2.6's AVX2 log gave log(1) = -1.4e-6 and
+//   lost the relative accuracy of results near 0; vmath::log is within 1 ulp.
 bool loop_is_faster(Alg a, openreg_dtype dt) {
   const loops::Width w = loops::width();
-  if (a == Alg::eltwise_exp || a == Alg::eltwise_relu) return true;
+  if (a == Alg::eltwise_exp || a == Alg::eltwise_relu || a == Alg::eltwise_log) return true;
   if (a == Alg::eltwise_tanh || a == Alg::eltwise_gelu_tanh) return w == loops::Width::Avx2;
   if (a == Alg::eltwise_gelu_erf) return w == loops::Width::Avx512 && is_f32(dt);
   return false;
@@ -115,7 +117,7 @@ float gelu_tanh_f(float x) { return 0.5f * x * (1.0f + vmath::tanh(kSqrt2_Pi * (
 float sigmoid_f(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float tanh_f(float x) { return vmath::tanh(x); }
 float exp_f(float x) { return vmath::exp(x); }
-float log_f(float x) { return std::log(x); }
+float log_f(float x) { return vmath::log(x); }
 float sqrt_f(float x) { return std::sqrt(x); }
 float abs_f(float x) { return std::fabs(x); }
 
@@ -208,7 +210,7 @@ sdk::Kernel unary(const char* name) {
       else if (s.f == sigmoid_f) run([](float v) { return sigmoid_f(v); });
       else if (s.f == tanh_f) run_fused([](float v) { return tanh_f(v); });
       else if (s.f == exp_f) run_fused([](float v) { return exp_f(v); });
-      else if (s.f == log_f) run([](float v) { return log_f(v); });
+      else if (s.f == log_f) run_fused([](float v) { return log_f(v); });
       else if (s.f == sqrt_f) run([](float v) { return sqrt_f(v); });
       else run([](float v) { return abs_f(v); });
     });

@@ -6,7 +6,10 @@ torch CPU on the engine under test (found by differential fuzzing, 2026-12-02):
 - an integer tensor compared with a float number compares in float (x == 0.5 is all
   false, x > nan too), not with the number cast to the integer type;
 - int64 arithmetic and comparisons with Python ints beyond 2^53 are exact (the number
-  does not pass through a double).
+  does not pass through a double);
+- log is within 2 ulp of the true value, near 1 and for subnormal inputs too (oneDNN
+  2.6's AVX2 log gave log(1) = -1.4e-6 and log(1.0001) 1.4% low; Eigen's vectorised
+  log took a subnormal for the smallest normal number: log(1e-40) = -87.3, not -92.1).
 """
 import pytest
 import torch
@@ -65,3 +68,22 @@ def test_int64_numbers_beyond_2_53_are_exact(device):
         want = fn(big)
         got = fn(d).cpu()
         assert torch.equal(got, want), (name, got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("fn", ["log", "log2"])
+def test_log_within_two_ulp(device, dtype, fn):
+    info = torch.finfo(dtype)
+    near_one = 1 + torch.arange(-300, 301, dtype=torch.float64) * info.eps
+    wide = torch.logspace(-30, 30, 601, dtype=torch.float64)
+    subnormal = torch.tensor([info.tiny / 3, info.tiny / 1000, info.tiny * 0.99], dtype=torch.float64)
+    # subnormals first as well: a vectorised kernel's scalar tail got them right
+    x = torch.cat([subnormal, near_one, wide, subnormal]).to(dtype)
+    got = getattr(x.to(device), fn)().cpu().double()
+    want = getattr(x.double(), fn)() if dtype == torch.float32 else getattr(x, fn)()
+    ulp = torch.from_numpy(__import__("numpy").spacing(want.abs().to(dtype).numpy())).double()
+    err = (got - want).abs() / ulp
+    assert got[303].item() == 0.0, "log(1) must be exactly 0"
+    assert err.max().item() <= 2.0, (x[err.argmax()].item(), got[err.argmax()].item(), want[err.argmax()].item())
+    special = torch.tensor([0.0, -1.0, float("inf"), float("nan")], dtype=dtype)
+    torch.testing.assert_close(getattr(special.to(device), fn)().cpu(), getattr(special, fn)(), equal_nan=True)

@@ -112,8 +112,9 @@ def _max_abs_error(got, ref):
     return float(diff.max())
 
 
-def compare(got, ref, accumulates):
-    """None when ``got`` (from the device) matches ``ref`` (from CPU), else why not."""
+def compare(got, ref, accumulates, relative=False):
+    """None when ``got`` (from the device) matches ``ref`` (from CPU), else why not.
+    ``relative``: no absolute tolerance (a result near 0 must be near in relative terms)."""
     if isinstance(ref, torch.Tensor):
         if not isinstance(got, torch.Tensor):
             return f"got {type(got).__name__}, expected a tensor"
@@ -125,6 +126,7 @@ def compare(got, ref, accumulates):
             return f"dtype {got.dtype} != {ref.dtype}"
         g, r = got.detach().cpu(), ref.detach()
         rtol, atol = tolerance(r.dtype, accumulates)
+        atol = 0.0 if relative else atol
         try:
             torch.testing.assert_close(g, r, rtol=rtol, atol=atol, equal_nan=True, check_device=False)
         except AssertionError:
@@ -134,7 +136,7 @@ def compare(got, ref, accumulates):
         if not isinstance(got, (list, tuple)) or len(got) != len(ref):
             return f"got {got!r}, expected {len(ref)} values"
         for i, (g, r) in enumerate(zip(got, ref)):
-            why = compare(g, r, accumulates)
+            why = compare(g, r, accumulates, relative)
             if why:
                 return f"item {i}: {why}"
         return None
@@ -366,7 +368,7 @@ class Runner:
         checks += [(label, g, r, False) for (label, g), (_, r) in zip(dev.leaves, cpu.leaves)]
         checks += [(f"out= '{k}'", dev_outs[k], cpu_outs[k], i in case.loose) for i, k in enumerate(cpu_outs)]
         for label, g, r, loose in checks:
-            why = (compare_loose if loose else compare)(g, r, accumulates)
+            why = compare_loose(g, r, accumulates) if loose else compare(g, r, accumulates, case.relative)
             if why:
                 return f"{label}: {why}"
         return None

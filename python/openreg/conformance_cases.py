@@ -57,9 +57,12 @@ class Case:
     not): their values are compared when the shapes agree, in the coarser dtype.
     ``aten_reference=True`` computes the expected values with torch's bundled
     oneDNN switched off (``torch.backends.mkldnn``), on ATen's own kernel: for
-    inputs where that oneDNN's answer depends on the CPU it runs on."""
+    inputs where that oneDNN's answer depends on the CPU it runs on. ``relative=True``
+    compares floating results by relative tolerance alone (no absolute one): for
+    results near 0 whose relative accuracy is the point (log near 1)."""
 
-    def __init__(self, name, *args, inplace_ok=True, out_dtypes=None, loose=(), aten_reference=False, **kwargs):
+    def __init__(self, name, *args, inplace_ok=True, out_dtypes=None, loose=(), aten_reference=False,
+                 relative=False, **kwargs):
         self.name = name
         self.args = args
         self.kwargs = kwargs
@@ -67,6 +70,7 @@ class Case:
         self.out_dtypes = out_dtypes
         self.loose = loose  # outputs whose dtype and shape PyTorch leaves open (saved statistics)
         self.aten_reference = aten_reference
+        self.relative = relative
 
 
 def _root(op):

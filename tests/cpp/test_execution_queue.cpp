@@ -4,10 +4,12 @@
 #include "execution_queue.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <string>
@@ -570,6 +572,92 @@ TEST(ExecutionQueue, HostsReleaseThreadsWhenTheyComeBackToTheQueueTheWorkerWhenI
   EXPECT_TRUE(becomes_true_within([] { return g_worker_releases.load() == 2; }, 5000ms));
   q.stop();
   g_releasing_queue = nullptr;
+}
+
+// Worker placement (worker_placement.h): with its kernels on one thread, the worker keeps
+// off the CPU of the host thread that enqueues.
+
+// Pins the calling thread to one CPU for its lifetime, then gives it back its mask.
+class PinnedToOneCpu {
+ public:
+  PinnedToOneCpu() {
+    sched_getaffinity(0, sizeof(saved_), &saved_);
+    for (cpu_ = 0; cpu_ < CPU_SETSIZE && !CPU_ISSET(cpu_, &saved_); ++cpu_) {
+    }
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu_, &one);
+    sched_setaffinity(0, sizeof(one), &one);
+  }
+  ~PinnedToOneCpu() { sched_setaffinity(0, sizeof(saved_), &saved_); }
+  int cpu() const { return cpu_; }
+  const cpu_set_t& usable() const { return saved_; }
+
+ private:
+  cpu_set_t saved_;
+  int cpu_ = 0;
+};
+
+// Starts the worker, from this thread as it is (a new thread inherits its creator's mask).
+void start_worker(ExecutionQueue& q) {
+  q.enqueue(0, 0, [] {}, origin());
+  q.synchronize_all();
+}
+
+// The worker's CPU mask as a task sees it (the mask is set by enqueues after the worker's
+// first batch).
+cpu_set_t worker_mask(ExecutionQueue& q) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  q.enqueue(0, 0, [&] { sched_getaffinity(0, sizeof(mask), &mask); }, origin());
+  q.synchronize_all();
+  return mask;
+}
+
+bool more_than_one_cpu() {
+  cpu_set_t mask;
+  return sched_getaffinity(0, sizeof(mask), &mask) == 0 && CPU_COUNT(&mask) >= 2;
+}
+
+TEST(ExecutionQueuePlacement, OneThreadWorkerKeepsOffTheEnqueuingThreadsCpu) {
+  if (!more_than_one_cpu()) GTEST_SKIP() << "one usable CPU";
+  ExecutionQueue q;
+  q.set_worker_init([&q] { q.set_worker_threads(1); });
+  start_worker(q);
+  PinnedToOneCpu host;
+  cpu_set_t mask = worker_mask(q);
+  EXPECT_FALSE(CPU_ISSET(host.cpu(), &mask));
+  EXPECT_EQ(CPU_COUNT(&mask), CPU_COUNT(&host.usable()) - 1);  // every other usable CPU
+  int ran_on = -1;
+  q.enqueue(0, 0, [&] { ran_on = sched_getcpu(); }, origin());
+  q.synchronize_all();
+  EXPECT_NE(ran_on, host.cpu());
+}
+
+TEST(ExecutionQueuePlacement, WorkerOfSeveralThreadsMayUseEveryCpuAgain) {
+  if (!more_than_one_cpu()) GTEST_SKIP() << "one usable CPU";
+  ExecutionQueue q;
+  std::atomic<int> threads{1};
+  q.set_worker_init([&] { q.set_worker_threads(threads.load()); });
+  start_worker(q);
+  PinnedToOneCpu host;
+  cpu_set_t mask = worker_mask(q);
+  ASSERT_FALSE(CPU_ISSET(host.cpu(), &mask));
+  threads = 2;  // as torch.set_num_threads(2): the next batch gives the worker every CPU back
+  mask = worker_mask(q);
+  EXPECT_TRUE(CPU_EQUAL(&mask, &host.usable()));
+}
+
+TEST(ExecutionQueuePlacement, OffLeavesTheWorkerToTheSystem) {
+  if (!more_than_one_cpu()) GTEST_SKIP() << "one usable CPU";
+  setenv("OPENREG_WORKER_PLACEMENT", "off", 1);
+  ExecutionQueue q;
+  q.set_worker_init([&q] { q.set_worker_threads(1); });
+  start_worker(q);  // reads the variable
+  unsetenv("OPENREG_WORKER_PLACEMENT");
+  PinnedToOneCpu host;
+  cpu_set_t mask = worker_mask(q);
+  EXPECT_TRUE(CPU_EQUAL(&mask, &host.usable()));
 }
 
 TEST(ExecutionQueue, ProcessQueueIsOneObject) {

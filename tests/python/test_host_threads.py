@@ -8,6 +8,7 @@ The check counts the threads whose CPU time grew while the op ran (from
 /proc/self/task), not wall time, so a busy machine does not change the answer."""
 
 import json
+import os
 import sys
 
 import pytest
@@ -203,3 +204,44 @@ def test_onednn_keeps_data_several_threads_wrote_on_them(run_python, from_produc
             return
         seen.append(grew[:4])
     raise AssertionError(f"threads that did the work on data {'two' if from_product else 'one'} wrote, in 3 processes: {seen}")
+
+
+PLACEMENT = """
+import json, os, torch, openreg
+usable = sorted(os.sched_getaffinity(0))
+torch.set_num_threads(THREADS)
+x = torch.rand(1 << 16, device="openreg")
+x.add(1).cpu()  # the worker has started, with every usable CPU
+os.sched_setaffinity(0, {usable[0]})  # this thread (Linux: pid 0 is the calling thread)
+for _ in range(20):
+    x.add_(1)
+x.cpu()
+
+def allowed(tid):
+    with open(f"/proc/self/task/{tid}/status") as f:
+        line = next(l for l in f if l.startswith("Cpus_allowed_list:"))
+    cpus = set()
+    for part in line.split(":", 1)[1].strip().split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return sorted(cpus)
+
+others = [c for c in usable if c != usable[0]]
+print(json.dumps(sum(allowed(t) == others for t in os.listdir("/proc/self/task"))))
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_one_thread_worker_keeps_off_the_enqueuing_threads_cpu(run_python, threads):
+    # core/src/runtime/worker_placement.h: after a pause Linux woke the worker on the
+    # Python thread's CPU and kept both there, the other CPU idle. At one intra-op
+    # thread the worker may use every usable CPU but the enqueuing thread's; at more,
+    # every CPU (its OpenMP team's threads inherit its mask).
+    if launch_blocking():
+        pytest.skip("with OPENREG_LAUNCH_BLOCKING=1 there is no worker")
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one usable CPU")
+    proc = run_python(PLACEMENT.replace("THREADS", str(threads)), env_extra={"OPENREG_ENGINE": "eigen"})
+    assert proc.returncode == 0, proc.stderr
+    kept_off = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert kept_off == (1 if threads == 1 else 0), f"{kept_off} thread(s) kept off the Python thread's CPU"

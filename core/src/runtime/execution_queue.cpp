@@ -97,6 +97,7 @@ uint64_t ExecutionQueue::enqueue(int device, int64_t stream, RawWork work, TaskO
 
 uint64_t ExecutionQueue::enqueue_task(Task task) {
   host_uses_queue();
+  placement_.host_enqueues();
   if (tasks_size_.load(std::memory_order_relaxed) >= kMaxQueued) {
     std::unique_lock<std::mutex> lock(mutex_);
     const uint64_t target = next_seq_ - kMaxQueued / 2;
@@ -125,6 +126,7 @@ void ExecutionQueue::record(const std::shared_ptr<QueueMarker>& marker, int devi
 }
 
 void ExecutionQueue::worker_loop() {
+  placement_.worker_started();
   std::vector<Task> batch;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {

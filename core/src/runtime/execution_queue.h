@@ -25,6 +25,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "worker_placement.h"
+
 namespace openreg {
 
 // Where a task was enqueued from: named by the error it may raise later.
@@ -81,6 +83,9 @@ class ExecutionQueue {
   // worker once it has had no task for a while: threads parked in one thread's team
   // cost the other's its spinning (when and why: execution_queue.cpp).
   void set_release_threads(void (*release)());
+  // On the worker, before each batch (from the init above): how many threads its kernels
+  // run now. At one, it keeps off the CPU of the host thread that enqueues (placement).
+  void set_worker_threads(int intra_op_threads) { placement_.worker_threads(intra_op_threads); }
 
   // Appends a task to `stream` of `device`; returns its sequence number (from 1).
   // While the device has a pending error, tasks of the stream that failed are skipped.
@@ -162,6 +167,7 @@ class ExecutionQueue {
   std::atomic<std::thread::id> worker_id_{};
   std::function<void()> worker_init_;
   std::atomic<void (*)()> release_threads_{nullptr};
+  WorkerPlacement placement_;
 };
 
 // The process's queue (created on first use, stopped at exit).

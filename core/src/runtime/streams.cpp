@@ -39,7 +39,10 @@ ExecutionQueue& queue() {
   if (prepared.load(std::memory_order_acquire) != &q) {
     // The worker runs kernels with ATen's intra-op pool: keep its thread count the one
     // torch.set_num_threads set last (a new thread starts from the default).
-    q.set_worker_init([] { at::init_num_threads(); });
+    q.set_worker_init([&q] {
+      at::init_num_threads();
+      q.set_worker_threads(at::get_num_threads());
+    });
     q.set_release_threads(release_idle_intra_op_threads);
     prepared.store(&q, std::memory_order_release);
   }

@@ -17,7 +17,7 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -
 
 echo "== ThreadSanitizer build of tests/cpp in $BUILD"
 cmake -S tests/cpp -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOPENREG_TSAN=ON -Wno-deprecated "${launcher[@]}" >/dev/null
-TESTS=(openreg_test_execution_queue openreg_test_block_pool)
+TESTS=(openreg_test_execution_queue openreg_test_interleaved_runs openreg_test_block_pool)
 cmake --build "$BUILD" -j2 --target "${TESTS[@]}"
 
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"

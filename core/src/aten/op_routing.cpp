@@ -10,6 +10,7 @@
 #include "call_checks.h"
 #include "composite_route.h"
 #include "engine_error.h"
+#include "foreach_slices.h"
 #include "op_plan.h"
 #include "output_sizing.h"
 #include "reference_path.h"
@@ -128,8 +129,10 @@ struct Offer {
   // Offers the call from the k-th engine on (asking each whether it supports it,
   // except `trusted`, which already said so); returns the engine that ran it, or
   // null when all declined. Raises an engine's error.
+  // `counted`: the call counts in the engine's calls (openreg.stats()); a slice of a
+  // call other than its first does not.
   const Route::Candidate* run_from(openreg_call& call, size_t from, std::string* declined,
-                                   size_t trusted = SIZE_MAX) const {
+                                   size_t trusted = SIZE_MAX, bool counted = true) const {
     for (size_t k = from; k < route->candidates.size(); ++k) {
       const size_t i = candidate(k);
       const auto& cand = route->candidates[i];
@@ -151,7 +154,7 @@ struct Offer {
         continue;
       }
       if (st != OPENREG_STATUS_OK) raise(cand, st, msg);
-      route->calls[i].fetch_add(1, std::memory_order_relaxed);
+      if (counted) route->calls[i].fetch_add(1, std::memory_order_relaxed);
       if (verbosity() >= 2) log_line(plan->name + " -> " + cand.engine->name);
       return &cand;
     }
@@ -160,10 +163,10 @@ struct Offer {
 
   // On the worker: the k-th engine said it supports the call; should it decline
   // after all, the later ones are offered it. Errors go to the queue as text.
-  void run_queued(openreg_call& call, size_t k) const {
+  void run_queued(openreg_call& call, size_t k, bool counted = true) const {
     try {
       std::string declined;
-      if (run_from(call, k, &declined, k)) return;
+      if (run_from(call, k, &declined, k, counted)) return;
       TORCH_CHECK(false, route_table().uncovered_message(*route), declined);
     } catch (const c10::Error& e) {
       throw std::runtime_error(e.what_without_backtrace());
@@ -173,17 +176,33 @@ struct Offer {
 
 // An engine call on the execution queue: the call, the engine that took it, and the
 // caller's profiler when one was recording (its event is recorded where the call runs).
+// An elementwise _foreach_ op may also run a slice at a time (foreach_slices.h), unless
+// a profiler or route timing wants its calls whole.
 struct QueuedOp {
   QueuedCall call;
   Offer offer;
   size_t k;
   std::unique_ptr<profiling::Capture> profiler;
+  std::unique_ptr<ForeachSlices> slices;
+  SliceableWork sliceable;  // slices' work, with run_slices below
   static void run(void* self) {
     auto* op = static_cast<QueuedOp*>(self);
     profiling::WorkerScope scope(op->profiler.get());
     op->offer.run_queued(op->call.call, op->k);
   }
+  static void run_slices(void* self, const Slice* slices, size_t count) {
+    auto* op = static_cast<QueuedOp*>(self);
+    const bool first = slices[0].position == 0 && slices[0].begin == 0;
+    op->offer.run_queued(op->slices->sliced(slices, count), op->k, first);
+  }
   static void drop(void* self) { delete static_cast<QueuedOp*>(self); }
+  RawWork work() {
+    if (!profiler && !offer.timing && interleave_group_elements() > 0) {
+      slices = ForeachSlices::of(call.call);
+      if (slices) sliceable = slices->work(), sliceable.run_slices = &QueuedOp::run_slices;
+    }
+    return RawWork{&QueuedOp::run, &QueuedOp::drop, this, slices ? &sliceable : nullptr};
+  }
 };
 
 // Runs a call that is not queued: on the worker for a dynamic call of a host thread
@@ -293,7 +312,7 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (st != OPENREG_STATUS_OK) offer.raise(cand, st, msg);
       auto* task = new QueuedOp{{}, offer, k, profiling::capture()};
       builder.hand_over(&task->call);
-      enqueue_raw(dev, RawWork{&QueuedOp::run, &QueuedOp::drop, task}, plan.name.c_str());
+      enqueue_raw(dev, task->work(), plan.name.c_str());
       torch::jit::drop(*stack, n);
       for (auto& r : returns) stack->push_back(std::move(r));
       return;

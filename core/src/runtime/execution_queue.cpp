@@ -164,55 +164,127 @@ void ExecutionQueue::worker_loop() {
     std::function<void()> init = worker_init_;
     lock.unlock();
     if (init) init();
-    for (auto& t : batch) {
+    for (size_t i = 0; i < batch.size();) {
+      const size_t run = interleaved_run(batch, i);
       std::lock_guard<std::timed_mutex> running(task_mutex_);
-      run_task(t);
+      if (run >= 2) {
+        run_interleaved(&batch[i], run);
+        i += run;
+      } else {
+        run_task(batch[i]);
+        ++i;
+      }
     }
     batch.clear();
     lock.lock();
   }
 }
 
+bool ExecutionQueue::skipped(const Task& task) {
+  if (!any_failed_.load(std::memory_order_acquire)) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return devices_[task.device].streams[task.stream].failed;
+}
+
+void ExecutionQueue::fail(const Task& task, const std::string& error, int kind) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  DeviceState& d = devices_[task.device];
+  d.streams[task.stream].failed = true;
+  any_failed_.store(true, std::memory_order_release);
+  if (d.error.empty()) {
+    d.error_kind = kind;
+    d.error = "openreg: asynchronous error in " + describe_origin(task.origin) + ": " + error +
+              "\nErrors of queued device work are reported at the next synchronisation point; later work of "
+              "the same stream was not run. Set OPENREG_LAUNCH_BLOCKING=1 to raise errors where the op is "
+              "called.";
+  }
+}
+
 void ExecutionQueue::run_task(Task& task) {
   if (task.marker) {
     task.marker->time_ns = now_ns();
-  } else {
-    bool skip = false;
-    if (any_failed_.load(std::memory_order_acquire)) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      skip = devices_[task.device].streams[task.stream].failed;
-    }
-    if (!skip) {
-      std::string error;
-      int kind = 0;
-      try {
-        if (task.raw.run) task.raw.run(task.raw.ctx);
-        else task.work();
-      } catch (const TaskError& e) {
-        error = e.what();
-        kind = e.kind;
-      } catch (const std::exception& e) {
-        error = e.what();
-      } catch (...) {
-        error = "unknown exception";
-      }
-      if (!error.empty()) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        DeviceState& d = devices_[task.device];
-        d.streams[task.stream].failed = true;
-        any_failed_.store(true, std::memory_order_release);
-        if (d.error.empty()) {
-          d.error_kind = kind;
-          d.error = "openreg: asynchronous error in " + describe_origin(task.origin) + ": " + error +
-                    "\nErrors of queued device work are reported at the next synchronisation point; later work of "
-                    "the same stream was not run. Set OPENREG_LAUNCH_BLOCKING=1 to raise errors where the op is "
-                    "called.";
-        }
-      }
+  } else if (!skipped(task)) {
+    try {
+      if (task.raw.run) task.raw.run(task.raw.ctx);
+      else task.work();
+    } catch (const TaskError& e) {
+      fail(task, e.what(), e.kind);
+    } catch (const std::exception& e) {
+      fail(task, e.what(), 0);
+    } catch (...) {
+      fail(task, "unknown exception", 0);
     }
   }
+  finish(task);
+}
+
+size_t ExecutionQueue::interleaved_run(std::vector<Task>& batch, size_t first) {
+  const SliceableWork* head = batch[first].raw.sliceable;
+  if (!head || interleave_group_elements() == 0) return 0;
+  const int device = batch[first].device;
+  const int64_t stream = batch[first].stream;
+  auto joins = [&](const Task& t) {  // same stream: an error stops the rest of the run's stream
+    return t.raw.sliceable && !t.marker && t.device == device && t.stream == stream &&
+           t.raw.sliceable->numel == head->numel;
+  };
+  size_t end = first + 1;
+  for (;;) {
+    while (end < batch.size() && joins(batch[end])) ++end;
+    if (end < batch.size()) break;
+    // The run reaches the batch's end: tasks enqueued since may continue it (the host
+    // is usually still enqueuing an optimizer's ops when the worker reaches the first).
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (tasks_.empty()) break;
+    for (auto& t : tasks_) batch.push_back(std::move(t));
+    tasks_.clear();
+    tasks_size_.store(0, std::memory_order_relaxed);
+  }
+  if (end - first < 2) return 0;
+  std::vector<TensorSpan> spans;
+  for (size_t i = first; i < end; ++i) {
+    const auto& own = batch[i].raw.sliceable->spans;
+    spans.insert(spans.end(), own.begin(), own.end());
+  }
+  return spans_meet_elementwise(spans) ? end - first : 0;
+}
+
+// Each group of slices through every task, in enqueue order. A task that fails marks
+// its stream failed; the run stops there (the tasks after it, whose earlier slices ran,
+// count as done: later work of the stream is skipped as after any error).
+void ExecutionQueue::run_interleaved(Task* tasks, size_t count) {
+  bool any_skipped = false;
+  for (size_t i = 0; i < count; ++i) any_skipped = any_skipped || skipped(tasks[i]);
+  if (any_skipped) {
+    for (size_t i = 0; i < count; ++i) run_task(tasks[i]);
+    return;
+  }
+  const auto groups = slice_groups(tasks[0].raw.sliceable->numel, interleave_group_elements());
+  bool failed = false;
+  for (const auto& group : groups) {
+    for (size_t i = 0; i < count && !failed; ++i) {
+      const Task& t = tasks[i];
+      try {
+        t.raw.sliceable->run_slices(t.raw.ctx, group.data(), group.size());
+      } catch (const TaskError& e) {
+        fail(t, e.what(), e.kind);
+        failed = true;
+      } catch (const std::exception& e) {
+        fail(t, e.what(), 0);
+        failed = true;
+      } catch (...) {
+        fail(t, "unknown exception", 0);
+        failed = true;
+      }
+    }
+    if (failed) break;
+  }
+  for (size_t i = 0; i < count; ++i) finish(tasks[i]);
+}
+
+void ExecutionQueue::finish(Task& task) {
   // Release what the task holds before it counts as done.
   if (task.raw.drop) task.raw.drop(task.raw.ctx);
+  task.raw = RawWork{};
   task.work = nullptr;
   task.marker.reset();
   completed_.store(task.seq, std::memory_order_seq_cst);

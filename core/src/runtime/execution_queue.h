@@ -25,6 +25,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "interleaved_runs.h"
 #include "worker_placement.h"
 
 namespace openreg {
@@ -60,10 +61,13 @@ struct QueueMarker {
 // A task as two plain functions over one pointer: what the op path enqueues for every
 // op, without std::function's allocation. `run` may throw (as Work); `drop` frees ctx
 // and always runs once, after `run` or instead of it when the task is skipped.
+// `sliceable`, when set, says the task may also run a slice at a time, interleaved with
+// the tasks next to it (interleaved_runs.h).
 struct RawWork {
   void (*run)(void* ctx) = nullptr;
   void (*drop)(void* ctx) = nullptr;
   void* ctx = nullptr;
+  const SliceableWork* sliceable = nullptr;
 };
 
 class ExecutionQueue {
@@ -145,6 +149,13 @@ class ExecutionQueue {
   void start_worker();  // under mutex_
   void worker_loop();
   void run_task(Task& task);
+  // The tasks of batch[first, ...) that run interleaved with batch[first] (at least
+  // two, else 0); may move newly enqueued tasks to the batch's end first.
+  size_t interleaved_run(std::vector<Task>& batch, size_t first);
+  void run_interleaved(Task* tasks, size_t count);
+  bool skipped(const Task& task);
+  void fail(const Task& task, const std::string& error, int kind);
+  void finish(Task& task);  // releases what the task holds, then counts it done
   void wait_for(uint64_t seq);
   void host_uses_queue();  // on a host thread that enqueues or waits: maybe release
   void throw_error_locked(int device);  // device -1: the first pending

@@ -752,8 +752,18 @@ void max_pool_t(const Call& call, const PoolGeom& p) {
     return;
   }
   const bool k3 = p.kh == 3 && p.kw == 3 && p.dh == 1 && p.dw == 1;
+  const sdk::max_pool::PlaneWindows windows{p.H,  p.W,  p.Ho, p.Wo, p.kh, p.kw, p.sh, p.sw, p.ph,
+                                            p.pw, p.dh, p.dw, p.W,  p.Wo, 1,    p.Wo, 1};
   host.parallel_for(0, p.planes, grain,
                     [&](int64_t b, int64_t e) {
+                      // float32: the SDK's row loop, in vectors (sdk/max_pool.hpp); else (double,
+                      // or a plane too large for int32 indices) a window at a time below
+                      if constexpr (std::is_same_v<T, float>) {
+                        auto at = [&](int64_t pl) OPENREG_SDK_ROW_LAMBDA {
+                          return sdk::max_pool::PlaneStart{x + pl * HW, y + pl * HoWo, ix + pl * HoWo};
+                        };
+                        if (sdk::max_pool::max_pool_planes_f32(sdk_vector_isa(), windows, b, e, at)) return;
+                      }
                       for (int64_t pl = b; pl < e; ++pl) {
                         const T* src = x + pl * HW;
                         T* dst = y + pl * HoWo;

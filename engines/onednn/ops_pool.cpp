@@ -19,7 +19,6 @@
 
 #include "isa.hpp"
 #include "ops.h"
-#include "vec.hpp"
 
 namespace onednn_engine {
 
@@ -82,10 +81,10 @@ Planes planes(const sdk::Tensor& t) {
   return q;
 }
 
-// The max-pool kernel over planes [b, e). 2x2 stride 2 of contiguous float32 runs
-// the SDK's vector walk (sdk/max_pool.hpp, shared with the eigen engine); the rest
-// here, compiled for the baseline ISA, AVX2 and AVX-512 (picked at run time; ResNet-18's
-// [8,64,32,32] k3 s2 p1 on an AVX2 EPYC: 5.2 ms baseline, 1.6 ms AVX2, torch CPU 5.0 ms).
+// The max-pool kernel over planes [b, e). Contiguous float32: 2x2 stride 2 in the SDK's
+// vector walk, other windows of contiguous rows in the SDK's row loop (sdk/max_pool.hpp,
+// shared with the eigen engine; ResNet-18's [8,64,32,32] k3 s2 p1 on an AVX2 EPYC: 5.2 ms
+// baseline, 1.6 ms in AVX2 vectors, torch CPU 5.0 ms); the rest here.
 struct MaxPoolArgs {
   const void* x;
   void* y;
@@ -96,25 +95,6 @@ struct MaxPoolArgs {
   bool dense;  // input, output and indices contiguous
 };
 
-// The int32 compare lanes of each float vector (the stride-2 loop's indices).
-template <class V> struct Lanes;
-template <> struct Lanes<vec::V4> { using I = vec::VI4; };
-template <> struct Lanes<vec::V8> { using I = vec::VI8; };
-template <> struct Lanes<vec::V16> { using I = vec::VI16; };
-
-// The even lanes of the 2N - 1 floats a[0..N) ++ b[0..N) overlapping by one (b
-// loaded N - 1 after a): a stride-2 run of N values, read without going past its
-// last element.
-__attribute__((always_inline)) inline vec::V4 evens_of(vec::V4 a, vec::V4 b) {
-  return __builtin_shufflevector(a, b, 0, 2, 5, 7);
-}
-__attribute__((always_inline)) inline vec::V8 evens_of(vec::V8 a, vec::V8 b) {
-  return __builtin_shufflevector(a, b, 0, 2, 4, 6, 9, 11, 13, 15);
-}
-__attribute__((always_inline)) inline vec::V16 evens_of(vec::V16 a, vec::V16 b) {
-  return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31);
-}
-
 // 2x2 windows of stride 2, no padding or dilation, each inside the input: what the
 // scalar 2x2 loop below and the SDK's vector walk read. ceil_mode's last window of an odd height or width hangs over
 // the edge (2 * OH > H): the general loop clips it.
@@ -124,10 +104,10 @@ bool whole_2x2(const MaxPoolArgs& a) {
          2 * a.OH <= a.in.H && 2 * a.OW <= a.in.W;
 }
 
-// V: the build's float vector, for float32 windows of column stride 2 (ResNet's
-// 3x3 stride 2) when the indices fit in int32 (Idx); other strides, bfloat16 and
-// larger planes run the scalar lanes.
-template <class T, class V, class Idx = int64_t>
+// The windows the SDK's loops do not serve (sdk/max_pool.hpp: float32 planes with
+// contiguous rows): bfloat16, and float32 of other column strides or planes of more
+// than 2^31 elements, a window column at a time over all output columns.
+template <class T, class Idx = int64_t>
 __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, int64_t b, int64_t e) {
       const int64_t H = a.in.H, W = a.in.W, xsH = a.in.sH, xsW = a.in.sW, ysH = a.out.sH, ysW = a.out.sW, isH = a.idx.sH,
                     isW = a.idx.sW;
@@ -136,8 +116,6 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
       std::vector<Idx> ib(static_cast<size_t>(a.OW));
       float* __restrict mbuf = mb.data();
       Idx* __restrict ibuf = ib.data();
-      typename Lanes<V>::I iota2 = {};  // 2k: the stride-2 vector loop's column offsets
-      for (int64_t k = 0; k < vec::kLanes<V>; ++k) iota2[k] = static_cast<int32_t>(2 * k);
       if (whole_2x2(a) && xsW == 1) {
         // The common 2x2/2 case (bfloat16, and float32 layouts the vector loop
         // declines): four loads and three selects per output.
@@ -184,24 +162,6 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
               const int64_t ow_a = c >= 0 ? 0 : (-c + sW - 1) / sW;
               const int64_t ow_b = std::min<int64_t>(a.OW, W - c <= 0 ? 0 : (W - c + sW - 1) / sW);
               int64_t ow = ow_a;
-              if constexpr (std::is_same_v<T, float> && std::is_same_v<Idx, int32_t>) {
-                if (sW == 2 && xsW == 1) {
-                  using I = typename Lanes<V>::I;
-                  constexpr int64_t N = vec::kLanes<V>;
-                  const float* r = reinterpret_cast<const float*>(row) + c;
-                  for (; ow + N <= ow_b; ow += N) {
-                    const V v = evens_of(vec::load<V>(r + 2 * ow), vec::load<V>(r + 2 * ow + N - 1));
-                    V m = vec::load<V>(mbuf + ow);
-                    I i;
-                    std::memcpy(&i, ibuf + ow, sizeof i);
-                    const auto take = (v > m) | (v != v);  // NaN wins, as in ATen
-                    m = take ? v : m;
-                    i = take ? iota2 + static_cast<int32_t>(h * W + c + 2 * ow) : i;
-                    vec::store(mbuf + ow, m);
-                    std::memcpy(ibuf + ow, &i, sizeof i);
-                  }
-                }
-              }
               for (; ow < ow_b; ++ow) {
                 const int64_t w = ow * sW + c;
                 const float v = static_cast<float>(row[w * xsW]);
@@ -219,34 +179,14 @@ __attribute__((always_inline)) inline void maxpool_planes(const MaxPoolArgs& a, 
       }
 }
 
-// float32 windows other than 2x2/2: int32 indices (the vector lanes) unless a plane
-// has more elements than int32 counts.
-template <class V>
-__attribute__((always_inline)) inline void maxpool_planes_float(const MaxPoolArgs& a, int64_t b, int64_t e) {
-  if (a.in.H * a.in.W <= std::numeric_limits<int32_t>::max()) return maxpool_planes<float, V, int32_t>(a, b, e);
-  maxpool_planes<float, V>(a, b, e);
-}
-
-void maxpool_planes_f32(const MaxPoolArgs& a, int64_t b, int64_t e) {
-  maxpool_planes_float<vec::V4>(a, b, e);
-}
-void maxpool_planes_bf16(const MaxPoolArgs& a, int64_t b, int64_t e) { maxpool_planes<sdk::bfloat16, vec::V4>(a, b, e); }
-// AVX-512 with 8 lanes: with 16, GCC turned the stride-2 loop's selects into scalar
-// code (vcomiss and vpinsrd per lane), and ResNet-18's [8,64,32,32] k3 s2 p1 took 3.9 ms
-// against the AVX2 build's 1.0 on the same Xeon ([4,64,112,112]: 25.4 ms against 3.2).
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void maxpool_planes_f32_avx512(const MaxPoolArgs& a,
-                                                                                             int64_t b, int64_t e) {
-  maxpool_planes_float<vec::V8>(a, b, e);
-}
+void maxpool_planes_f32(const MaxPoolArgs& a, int64_t b, int64_t e) { maxpool_planes<float>(a, b, e); }
+void maxpool_planes_bf16(const MaxPoolArgs& a, int64_t b, int64_t e) { maxpool_planes<sdk::bfloat16>(a, b, e); }
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void maxpool_planes_bf16_avx512(const MaxPoolArgs& a,
                                                                                               int64_t b, int64_t e) {
-  maxpool_planes<sdk::bfloat16, vec::V4>(a, b, e);
-}
-__attribute__((target("avx2,fma"))) void maxpool_planes_f32_avx2(const MaxPoolArgs& a, int64_t b, int64_t e) {
-  maxpool_planes_float<vec::V8>(a, b, e);
+  maxpool_planes<sdk::bfloat16>(a, b, e);
 }
 __attribute__((target("avx2,fma"))) void maxpool_planes_bf16_avx2(const MaxPoolArgs& a, int64_t b, int64_t e) {
-  maxpool_planes<sdk::bfloat16, vec::V4>(a, b, e);
+  maxpool_planes<sdk::bfloat16>(a, b, e);
 }
 // avx512_core includes F/BW/VL/DQ; ONEDNN_MAX_CPU_ISA caps this loop's choice too.
 bool avx512() { return cpu_caps().avx512_core; }
@@ -279,7 +219,6 @@ void max_pool2d_with_indices(const sdk::Call& call) {
     T* yp = reinterpret_cast<T*>(y.bytes());
     int64_t* ip = ind.data<int64_t>();
     const MaxPoolArgs args{xp, yp, ip, in, out, idx, p, OH, OW, x.is_contiguous() && y.is_contiguous() && ind.is_contiguous()};
-    const bool wide = avx512(), avx2 = cpu_caps().avx2;
     // 2x2 stride 2 of contiguous float32: the SDK's vector walk (sdk/max_pool.hpp).
     std::optional<sdk::max_pool::Dense2x2> dense2x2;
     if constexpr (std::is_same_v<T, float>)
@@ -288,12 +227,20 @@ void max_pool2d_with_indices(const sdk::Call& call) {
     host().parallel_for(0, in.count, std::max<int64_t>(1, static_cast<int64_t>(kMemGrain) / work), [&](int64_t b, int64_t e) {
       if constexpr (std::is_same_v<T, float>) {
         if (dense2x2 && sdk::max_pool::max_pool2x2_f32(vector_isa(), *dense2x2, b, e)) return;
-        if (wide) maxpool_planes_f32_avx512(args, b, e);
-        else if (avx2) maxpool_planes_f32_avx2(args, b, e);
-        else maxpool_planes_f32(args, b, e);
+        // Other windows of contiguous rows: the SDK's row loop, in vectors (ResNet's 3x3
+        // stride 2 stem pool; sdk/max_pool.hpp).
+        if (in.sW == 1) {
+          const sdk::max_pool::PlaneWindows windows{in.H, in.W, OH,     OW,     p.kH,   p.kW,  p.sH,  p.sW, p.pH,
+                                                    p.pW, p.dH, p.dW, in.sH, out.sH, out.sW, idx.sH, idx.sW};
+          auto at = [&](int64_t pl) OPENREG_SDK_ROW_LAMBDA {
+            return sdk::max_pool::PlaneStart{xp + in.offset(pl), yp + out.offset(pl), ip + idx.offset(pl)};
+          };
+          if (sdk::max_pool::max_pool_planes_f32(vector_isa(), windows, b, e, at)) return;
+        }
+        maxpool_planes_f32(args, b, e);
       } else {
-        if (wide) maxpool_planes_bf16_avx512(args, b, e);
-        else if (avx2) maxpool_planes_bf16_avx2(args, b, e);
+        if (avx512()) maxpool_planes_bf16_avx512(args, b, e);
+        else if (cpu_caps().avx2) maxpool_planes_bf16_avx2(args, b, e);
         else maxpool_planes_bf16(args, b, e);
       }
     });

@@ -505,6 +505,12 @@ _POOLS = (
     ("2x2 stride 2 ceil_mode, 5x7 planes", (2, 3, 5, 7), [2, 2], [2, 2], [0, 0], [1, 1], True, "contiguous"),
     ("2x2 stride 2 ceil_mode, 3x15 planes", (1, 2, 3, 15), [2, 2], [2, 2], [0, 0], [1, 1], True, "contiguous"),
     ("3x3 stride 2 padding 1, 40 wide", (1, 1, 5, 40), [3, 3], [2, 2], [1, 1], [1, 1], False, "contiguous"),
+    # Other windows in vectors along a row (stride 1, also dilated) and a column at a
+    # time (stride 3), with a part-vector at each row's end.
+    ("3x3 stride 1 padding 1, 40 wide", (1, 1, 5, 40), [3, 3], [1, 1], [1, 1], [1, 1], False, "contiguous"),
+    ("2x3 kernel, stride 1, dilation 2x3, 24 wide", (1, 1, 8, 24), [2, 3], [1, 1], [1, 1], [2, 3], False,
+     "contiguous"),
+    ("3x3 stride 3, 30 wide", (1, 1, 6, 30), [3, 3], [3, 3], [0, 0], [1, 1], True, "contiguous"),
 )
 
 
@@ -524,7 +530,8 @@ def _max_pool_cases(ctx):
             x.view(-1)[3::11] = float("nan")
         wide = "x".join(map(str, shape))
         for name, k, s, p in (("2x2 stride 2", [2, 2], [2, 2], [0, 0]),
-                              ("3x3 stride 2 padding 1", [3, 3], [2, 2], [1, 1])):
+                              ("3x3 stride 2 padding 1", [3, 3], [2, 2], [1, 1]),
+                              ("3x3 stride 1 padding 1", [3, 3], [1, 1], [1, 1])):
             cases.append(Case(f"ties and NaN, {wide}, {name}", ctx.of(x), k, s, p, [1, 1], False,
                               out_dtypes=(ctx.dtype, torch.int64)))
     return cases

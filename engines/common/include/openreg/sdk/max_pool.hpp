@@ -14,6 +14,13 @@
 // input rows split into the windows' even and odd columns by two shuffles. Indices are
 // built per half: int32 codes (0, 1, W, W + 1) widened to int64.
 //
+// max_pool_planes_f32() serves every other window (any size, stride, padding and
+// dilation) of float32 planes whose rows are contiguous: per output row, the maxima and
+// their indices build up in two row buffers, the input visited window row by window
+// column (ATen's order per output) over all output columns at once, N columns a vector
+// for column strides 1 and 2 (ResNet's 3x3 stride 2 stem), the other strides a column at
+// a time. Indices in int32 lanes (a plane of at most 2^31 elements), widened as stored.
+//
 // Include it in the one file of the engine that compiles its pooling: its vector
 // types are wider than the baseline ABI's and never cross a call (references only).
 #pragma once
@@ -21,8 +28,11 @@
 #include <openreg/sdk/vector_isa.hpp>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <type_traits>
+#include <vector>
 
 namespace openreg {
 namespace sdk {
@@ -64,6 +74,22 @@ struct Dense2x2 {
   int64_t H, W, OH, OW;
 };
 
+// Any window over float32 planes with contiguous rows (max_pool_planes_f32): the plane
+// and window geometry, and the strides, in elements, of the input's rows and of the
+// outputs' rows and columns.
+struct PlaneWindows {
+  int64_t H, W, OH, OW;
+  int64_t kH, kW, sH, sW, pH, pW, dH, dW;
+  int64_t x_row, y_row, y_col, i_row, i_col;
+};
+
+// Where plane pl's input, output and indices start (max_pool_planes_f32's `at`).
+struct PlaneStart {
+  const float* x;
+  float* y;
+  int64_t* ind;
+};
+
 namespace detail {
 
 // Per vector width N: the float vector V, its int32 compare lanes I, and half-vector
@@ -84,6 +110,11 @@ struct PoolLanes<4> {
     lo = __builtin_shufflevector(c, c, 0, 1);
     hi = __builtin_shufflevector(c, c, 2, 3);
   }
+  // The even elements of the 2N - 1 floats a ++ b, b loaded N - 1 after a: a stride-2
+  // run of N values read without going past its last element.
+  static OPENREG_SDK_ROW_INLINE V evens_overlapping(const V& a, const V& b) {
+    return __builtin_shufflevector(a, b, 0, 2, 5, 7);
+  }
 };
 template <>
 struct PoolLanes<8> {
@@ -98,6 +129,9 @@ struct PoolLanes<8> {
   static OPENREG_SDK_ROW_INLINE void split(const I& c, IH& lo, IH& hi) {
     lo = __builtin_shufflevector(c, c, 0, 1, 2, 3);
     hi = __builtin_shufflevector(c, c, 4, 5, 6, 7);
+  }
+  static OPENREG_SDK_ROW_INLINE V evens_overlapping(const V& a, const V& b) {
+    return __builtin_shufflevector(a, b, 0, 2, 4, 6, 9, 11, 13, 15);
   }
 };
 // Where a half-vector's windows start: the first input row of its first window, and
@@ -185,6 +219,68 @@ OPENREG_SDK_ROW_INLINE bool walk(const Dense2x2& a, int64_t b, int64_t e) {
   return true;
 }
 
+// One output row oh of a plane: the maxima and their flat indices over the windows
+// of every output column, into mbuf and ibuf (OW each).
+template <int N>
+OPENREG_SDK_ROW_INLINE void window_row(const PlaneWindows& g, const float* x, int64_t oh, float* __restrict mbuf,
+                                       int32_t* __restrict ibuf) {
+  using L = PoolLanes<N>;
+  using V = typename L::V;
+  using I = typename L::I;
+  I iota = {};  // k, the lanes' column offsets in output columns
+  for (int k = 0; k < N; ++k) iota[k] = k;
+  const int64_t W = g.W;
+  int64_t h0 = oh * g.sH - g.pH;
+  const int64_t h1 = std::min(h0 + (g.kH - 1) * g.dH + 1, g.H);
+  while (h0 < 0) h0 += g.dH;
+  for (int64_t ow = 0; ow < g.OW; ++ow) {
+    int64_t w0 = ow * g.sW - g.pW;
+    while (w0 < 0) w0 += g.dW;
+    mbuf[ow] = -std::numeric_limits<float>::infinity();
+    ibuf[ow] = static_cast<int32_t>(h0 * W + w0);
+  }
+  for (int64_t h = h0; h < h1; h += g.dH) {
+    const float* row = x + h * g.x_row;
+    for (int64_t kw = 0; kw < g.kW; ++kw) {
+      const int64_t c = kw * g.dW - g.pW;  // this window column's input column: ow * sW + c
+      const int64_t ow_a = c >= 0 ? 0 : (-c + g.sW - 1) / g.sW;
+      const int64_t ow_b = std::min<int64_t>(g.OW, W - c <= 0 ? 0 : (W - c + g.sW - 1) / g.sW);
+      int64_t ow = ow_a;
+      const float* r = row + c;
+      const int32_t at0 = static_cast<int32_t>(h * W + c);  // flat index of column c
+      if (g.sW == 1 || g.sW == 2) {
+        const I step = iota * static_cast<int32_t>(g.sW);
+        for (; ow + N <= ow_b; ow += N) {
+          V v;
+          if (g.sW == 1) {
+            std::memcpy(&v, r + ow, sizeof v);
+          } else {
+            V lo, hi;
+            std::memcpy(&lo, r + 2 * ow, sizeof lo);
+            std::memcpy(&hi, r + 2 * ow + N - 1, sizeof hi);
+            v = L::evens_overlapping(lo, hi);
+          }
+          V m;
+          I i;
+          std::memcpy(&m, mbuf + ow, sizeof m);
+          std::memcpy(&i, ibuf + ow, sizeof i);
+          const auto take = (v > m) | (v != v);  // NaN wins, as in ATen
+          m = take ? v : m;
+          i = take ? step + static_cast<int32_t>(at0 + g.sW * ow) : i;
+          std::memcpy(mbuf + ow, &m, sizeof m);
+          std::memcpy(ibuf + ow, &i, sizeof i);
+        }
+      }
+      for (; ow < ow_b; ++ow) {
+        const float v = r[ow * g.sW];
+        const bool take = (v > mbuf[ow]) | (v != v);
+        mbuf[ow] = take ? v : mbuf[ow];
+        ibuf[ow] = take ? static_cast<int32_t>(at0 + g.sW * ow) : ibuf[ow];
+      }
+    }
+  }
+}
+
 }  // namespace detail
 
 // Planes [b, e) of `a`, from the vector build of `isa` (capped by the CPU), the widest
@@ -203,6 +299,40 @@ inline bool max_pool2x2_f32(VectorIsa isa, const Dense2x2& a, int64_t b, int64_t
     done = detail::walk<4>(a, b, e);
   }
   return done;
+}
+
+// Planes [b, e) of windows `g`, plane pl at `at(pl)` (a PlaneStart), from the vector
+// build of `isa` (8 floats for AVX2 and AVX-512, as the walk above; 4 below); false,
+// having written nothing, when a plane has more elements than int32 indices count.
+template <class At>
+bool max_pool_planes_f32(VectorIsa isa, const PlaneWindows& g, int64_t b, int64_t e, At at) {
+  if (g.H * g.W > std::numeric_limits<int32_t>::max()) return false;
+  std::vector<float> mb(static_cast<size_t>(g.OW));
+  std::vector<int32_t> ib(static_cast<size_t>(g.OW));
+  float* mbuf = mb.data();
+  int32_t* ibuf = ib.data();
+  auto planes = [&](auto lanes) OPENREG_SDK_ROW_LAMBDA {
+    constexpr int N = decltype(lanes)::value;
+    for (int64_t pl = b; pl < e; ++pl) {
+      const PlaneStart p = at(pl);
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        detail::window_row<N>(g, p.x, oh, mbuf, ibuf);
+        float* y = p.y + oh * g.y_row;
+        int64_t* ind = p.ind + oh * g.i_row;
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          y[ow * g.y_col] = mbuf[ow];
+          ind[ow * g.i_col] = ibuf[ow];
+        }
+      }
+    }
+  };
+  const VectorIsa use = usable_vector_isa(isa);
+  if (use == VectorIsa::kAvx512 || use == VectorIsa::kAvx2) {
+    run_vectorised(use, [&]() OPENREG_SDK_ROW_LAMBDA { planes(std::integral_constant<int, 8>{}); });
+  } else {
+    planes(std::integral_constant<int, 4>{});
+  }
+  return true;
 }
 
 }  // namespace max_pool

@@ -202,6 +202,18 @@ OVERLAPS = {
                          RuntimeError),
     "expanded_fill": (lambda d: torch.zeros(3, 1, device=d).expand(3, 3).fill_(2), None),
     "expanded_zero": (lambda d: torch.ones(3, 1, device=d).expand(3, 3).zero_(), None),
+    # _foreach_ lists: CPU's per-tensor loop checks item k against item k (partial
+    # overlap refused) and runs the items one after the other
+    "foreach_add_list_partial": (lambda d: (lambda x: torch._foreach_add_([x[:1], x[2:12]], [x[1:2], x[5:15]]))(
+        ramp(20, device=d)), RuntimeError),
+    "foreach_lerp_partial": (lambda d: (lambda x: torch._foreach_lerp_([x[:10]], [x[3:13]], 0.5))(ramp(20, device=d)),
+                             RuntimeError),
+    "foreach_addcmul_partial": (lambda d: (lambda x: torch._foreach_addcmul_([x[:10]], [x[10:]], [x[3:13]], 0.5))(
+        ramp(20, device=d)), RuntimeError),
+    "foreach_add_list_self": (lambda d: (lambda x: (torch._foreach_add_([x[:10]], [x[:10]]), x)[1])(
+        ramp(20, device=d)), None),
+    "foreach_add_list_across_items": (lambda d: (lambda x: (torch._foreach_add_([x[:10], x[10:]], [x[10:], x[:10]]),
+                                                            x)[1])(ramp(20, device=d)), None),
 }
 
 

@@ -152,6 +152,7 @@ DeviceRule device_rule_for(const c10::FunctionSchema& schema) {
   rule.empty_input_refused = (name == "aten::max" || name == "aten::min") && schema.overload_name().empty();
   rule.random_fill = listed(name, kRandomFills) && (name != "aten::bernoulli_" || schema.overload_name() == "float");
   const bool foreach_op = name.rfind("aten::_foreach_", 0) == 0;
+  rule.foreach_lists = foreach_op;
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size() && i < 64; ++i) {
     const c10::TypePtr& type = args[i].real_type();
@@ -199,11 +200,50 @@ void refuse_quantized(const std::string& op_name, std::optional<c10::ScalarType>
       "and its quantized ops there; q.dequantize().to(\"openreg\") brings its values back as floats.");
 }
 
+namespace {
+
+bool same_storage(const at::Tensor& a, const at::Tensor& b) {
+  return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl() ||
+         a.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl() ==
+             b.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+}
+
+// A _foreach_ op's written list `w` (DeviceRule::foreach_lists).
+void check_written_list_overlap(const DeviceRule& rule, c10::ArrayRef<c10::IValue> args, int w) {
+  if (rule.partial_overlap_allowed) return;
+  const c10::List<at::Tensor> outs = args[w].toTensorList();
+  uint64_t mask = rule.overlap_args & ~(w < 64 ? uint64_t{1} << w : 0);
+  while (mask) {
+    const size_t i = static_cast<size_t>(__builtin_ctzll(mask));
+    mask &= mask - 1;
+    if (i >= args.size()) break;
+    if (args[i].isTensorList()) {
+      const c10::List<at::Tensor> ins = args[i].toTensorList();
+      if (ins.size() != outs.size()) continue;  // the op's own check names the lengths
+      for (size_t k = 0; k < outs.size(); ++k) {
+        const at::Tensor out = outs.get(k), in = ins.get(k);
+        if (out.defined() && in.defined() && same_storage(out, in)) at::assert_no_partial_overlap(out, in);
+      }
+    } else if (args[i].isTensor()) {
+      const at::Tensor& in = args[i].toTensor();
+      for (const at::Tensor out : outs) {
+        if (out.defined() && in.defined() && same_storage(out, in)) at::assert_no_partial_overlap(out, in);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void check_written_overlap(const DeviceRule& rule, c10::ArrayRef<c10::IValue> args,
                            c10::ArrayRef<int> written_args) {
   if (rule.overlap_unchecked) return;
   for (int w : written_args) {
     if (w < 0 || static_cast<size_t>(w) >= args.size()) continue;
+    if (rule.foreach_lists && args[w].isTensorList()) {
+      check_written_list_overlap(rule, args, w);
+      continue;
+    }
     each_tensor(args[w], [&](const at::Tensor& out) {
       if (!rule.internal_overlap_allowed) at::assert_no_internal_overlap(out);
       uint64_t mask = rule.overlap_args & ~(w < 64 ? uint64_t{1} << w : 0);

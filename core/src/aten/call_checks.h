@@ -31,6 +31,11 @@ struct DeviceRule {
   bool internal_overlap_allowed = false;  // fill_, masked_fill_, index_put_: CPU allows (or only warns)
   bool partial_overlap_allowed = false;   // kernels CPU runs unchecked (mm, softmax, ...)
   bool any_overlap_refused = false;       // kernels with at::assert_no_overlap: even full overlap
+  // _foreach_* ops: a written list's item k is checked against item k of every other
+  // list and against every single tensor argument, as CPU's per-tensor loop checks
+  // each of its in-place ops (a partial overlap raises); not item against item across
+  // positions, which that loop runs one after the other.
+  bool foreach_lists = false;
   // Bit i: argument i is a ScalarType (quantize_per_tensor's dtype, _to_copy's):
   // a quantized one is refused, as quantized tensors are.
   uint64_t dtype_args = 0;

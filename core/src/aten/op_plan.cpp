@@ -99,7 +99,10 @@ std::unique_ptr<OpPlan> make_plan(const c10::FunctionSchema& schema) {
                              type->castRaw<c10::ListType>()->getElementType()->kind() == c10::TypeKind::NumberType;
     plan->number_arg.push_back(!value_shaped && (kind == ArgKind::kScalar || scalar_list));
     const auto* info = args[i].alias_info();
-    if (info && info->isWrite() && kind == ArgKind::kTensor) plan->written_args.push_back(static_cast<int>(i));
+    if (info && info->isWrite() &&
+        (kind == ArgKind::kTensor || (kind == ArgKind::kTensorList && plan->device_rule.foreach_lists))) {
+      plan->written_args.push_back(static_cast<int>(i));
+    }
   }
   for (size_t ri = 0; ri < schema.returns().size(); ++ri) {
     const auto& r = schema.returns()[ri];

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The torch-free runtime's C++ tests (the execution queue and the block pool) built with
+# The torch-free runtime's C++ tests (the execution queue, the block pool, the recycling pool) built with
 # ThreadSanitizer and run; any data race or lock-order inversion fails the run.
 # tests/cpp is configured on its own in a temporary build directory (libtorch, which is
 # not instrumented, never enters it); OPENREG_TSAN_BUILD_DIR keeps and reuses one instead.
@@ -17,7 +17,7 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -
 
 echo "== ThreadSanitizer build of tests/cpp in $BUILD"
 cmake -S tests/cpp -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOPENREG_TSAN=ON -Wno-deprecated "${launcher[@]}" >/dev/null
-TESTS=(openreg_test_execution_queue openreg_test_interleaved_runs openreg_test_block_pool)
+TESTS=(openreg_test_execution_queue openreg_test_interleaved_runs openreg_test_block_pool openreg_test_recycling_pool)
 cmake --build "$BUILD" -j2 --target "${TESTS[@]}"
 
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"

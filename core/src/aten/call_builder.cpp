@@ -4,9 +4,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
-#include <mutex>
-
 #include "../bridge/torch_abi.h"
+#include "../runtime/recycling_pool.h"
 #include "../runtime/runtime.h"
 #include "op_plan.h"
 
@@ -54,21 +53,13 @@ struct ArenaStack {
 };
 thread_local ArenaStack t_arenas;
 
-// Arenas of queued calls: taken by the calling thread, given back by the worker.
-std::mutex g_pool_mutex;
-std::vector<CallBuilder::Arena*> g_pool;
+// Arenas of queued calls: taken by the calling thread, given back by the worker
+// (recycling_pool.h: no lock or malloc per call).
+using ArenaPool = RecyclingPool<CallBuilder::Arena>;
 
 CallBuilder::Arena& acquire_arena(bool queued) {
   if (queued) {
-    CallBuilder::Arena* a = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(g_pool_mutex);
-      if (!g_pool.empty()) {
-        a = g_pool.back();
-        g_pool.pop_back();
-      }
-    }
-    if (!a) a = new CallBuilder::Arena();
+    CallBuilder::Arena* a = ArenaPool::instance().take();
     a->clear();
     a->queued = true;
     return *a;
@@ -302,8 +293,7 @@ CallBuilder::~CallBuilder() { release_arena(); }
 
 void recycle_arena(CallBuilder::Arena* arena) {
   arena->clear();  // drops the kept CPU tensors now, not when the arena is reused
-  std::lock_guard<std::mutex> lock(g_pool_mutex);
-  g_pool.push_back(arena);
+  ArenaPool::instance().give_back(arena);
 }
 
 void CallBuilder::hand_over(QueuedCall* to) {
@@ -313,8 +303,10 @@ void CallBuilder::hand_over(QueuedCall* to) {
   to->call = call_;
 }
 
-QueuedCall::~QueuedCall() {
+void QueuedCall::reset() {
   if (arena) recycle_arena(arena);
+  arena = nullptr;
+  call = openreg_call{};
 }
 
 void CallBuilder::set_outputs(c10::ArrayRef<at::Tensor> outputs) {

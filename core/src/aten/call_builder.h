@@ -62,7 +62,8 @@ struct QueuedCall {
   QueuedCall() = default;
   QueuedCall(const QueuedCall&) = delete;
   QueuedCall& operator=(const QueuedCall&) = delete;
-  ~QueuedCall();
+  ~QueuedCall() { reset(); }
+  void reset();  // the arena back to the pool; empty again
 };
 void recycle_arena(CallBuilder::Arena* arena);
 

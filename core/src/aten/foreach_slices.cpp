@@ -49,6 +49,8 @@ const int64_t kUnitStride = 1;
 
 }  // namespace
 
+bool ForeachSlices::elementwise_op(const char* op_name) { return elementwise_family(op_name); }
+
 std::unique_ptr<ForeachSlices> ForeachSlices::of(const openreg_call& call) {
   if (call.flags != 0 || !call.op_name || !elementwise_family(call.op_name)) return nullptr;
   std::unique_ptr<ForeachSlices> s(new ForeachSlices(call));

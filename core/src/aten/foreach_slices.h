@@ -19,6 +19,9 @@ class ForeachSlices {
   // whose other arguments are numbers or lists of them (no single tensor). `call` must
   // stay valid and unchanged while the result lives.
   static std::unique_ptr<ForeachSlices> of(const openreg_call& call);
+  // Whether the op (schema name, "aten::_foreach_add_.List") is of an elementwise
+  // _foreach_ family, whose calls of() may cut: an op's plan asks once.
+  static bool elementwise_op(const char* op_name);
 
   const SliceableWork& work() const { return work_; }
 

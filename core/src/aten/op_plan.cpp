@@ -2,6 +2,7 @@
 #include "op_plan.h"
 
 #include "boxed_args.h"
+#include "foreach_slices.h"
 
 #include <mutex>
 #include <unordered_map>
@@ -86,6 +87,7 @@ std::unique_ptr<OpPlan> make_plan(const c10::FunctionSchema& schema) {
   }
   plan->device_rule = device_rule_for(schema);
   plan->cpp_meta = cpp_meta_kernel(plan->name);
+  plan->foreach_elementwise = ForeachSlices::elementwise_op(plan->name.c_str());
   const bool value_shaped = schema.name() == "aten::arange" || schema.name() == "aten::range";
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size(); ++i) {

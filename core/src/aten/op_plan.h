@@ -50,6 +50,7 @@ struct OpPlan {
   bool kernel_sized = false;          // see kKernelSizedOps in op_plan.cpp
   int kernel_sized_if = -1;           // a bool argument that, true, makes a call kernel-sized (kKernelSizedIf)
   DeviceRule device_rule;             // device and overlap checks (call_checks.h)
+  bool foreach_elementwise = false;   // its queued calls may run a slice at a time (foreach_slices.h)
   // ATen's C++ Meta kernel, called directly for output sizing (cpp_meta_kernels.h),
   // or nullptr: the dispatcher's Meta kernel.
   const CppMeta* cpp_meta = nullptr;

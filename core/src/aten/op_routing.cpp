@@ -5,6 +5,7 @@
 // call through it.
 #include "../bridge/torch_abi.h"
 #include "../runtime/profiler.h"
+#include "../runtime/recycling_pool.h"
 #include "../runtime/runtime.h"
 #include "call_builder.h"
 #include "call_checks.h"
@@ -177,14 +178,23 @@ struct Offer {
 // An engine call on the execution queue: the call, the engine that took it, and the
 // caller's profiler when one was recording (its event is recorded where the call runs).
 // An elementwise _foreach_ op may also run a slice at a time (foreach_slices.h), unless
-// a profiler or route timing wants its calls whole.
+// a profiler or route timing wants its calls whole. Taken from a pool on the calling
+// thread and given back by the worker (recycling_pool.h).
 struct QueuedOp {
   QueuedCall call;
-  Offer offer;
-  size_t k;
+  Offer offer{};
+  size_t k = 0;
   std::unique_ptr<profiling::Capture> profiler;
   std::unique_ptr<ForeachSlices> slices;
   SliceableWork sliceable;  // slices' work, with run_slices below
+
+  static QueuedOp* take(const Offer& offer, size_t k) {
+    QueuedOp* op = RecyclingPool<QueuedOp>::instance().take();
+    op->offer = offer;
+    op->k = k;
+    op->profiler = profiling::capture();
+    return op;
+  }
   static void run(void* self) {
     auto* op = static_cast<QueuedOp*>(self);
     profiling::WorkerScope scope(op->profiler.get());
@@ -195,9 +205,16 @@ struct QueuedOp {
     const bool first = slices[0].position == 0 && slices[0].begin == 0;
     op->offer.run_queued(op->slices->sliced(slices, count), op->k, first);
   }
-  static void drop(void* self) { delete static_cast<QueuedOp*>(self); }
+  // Done (run, skipped or dropped): what it holds goes, the op goes back to the pool.
+  static void drop(void* self) {
+    auto* op = static_cast<QueuedOp*>(self);
+    op->call.reset();
+    op->profiler.reset();
+    op->slices.reset();
+    RecyclingPool<QueuedOp>::instance().give_back(op);
+  }
   RawWork work() {
-    if (!profiler && !offer.timing && interleave_group_elements() > 0) {
+    if (offer.plan->foreach_elementwise && !profiler && !offer.timing && interleave_group_elements() > 0) {
       slices = ForeachSlices::of(call.call);
       if (slices) sliceable = slices->work(), sliceable.run_slices = &QueuedOp::run_slices;
     }
@@ -310,7 +327,7 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         continue;
       }
       if (st != OPENREG_STATUS_OK) offer.raise(cand, st, msg);
-      auto* task = new QueuedOp{{}, offer, k, profiling::capture()};
+      QueuedOp* task = QueuedOp::take(offer, k);
       builder.hand_over(&task->call);
       enqueue_raw(dev, task->work(), plan.name.c_str());
       torch::jit::drop(*stack, n);

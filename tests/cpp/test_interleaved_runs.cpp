@@ -113,6 +113,16 @@ struct HeldWorker {
   void release() { gate.set_value(); }
 };
 
+// Queues `ops` (stream 0) behind a held worker, so that they reach it together, then
+// lets it go and waits for them.
+void run_queued_together(std::initializer_list<FakeOp*> ops) {
+  ExecutionQueue q;
+  HeldWorker held(q);
+  for (FakeOp* op : ops) q.enqueue(0, 0, op->raw(), origin(op->name.c_str()));
+  held.release();
+  q.synchronize_all();
+}
+
 constexpr int64_t kBig = 300000;  // more than two slice groups of the default 131072
 
 std::vector<float> ramp(int64_t n, float start) {
@@ -129,12 +139,7 @@ TEST(InterleavedRuns, TasksOverTheSameListsRunSliceBySliceWithTheResultsOfWholeT
   std::vector<std::string> log;
   FakeOp first{"first", {{a.data(), b.data()}}, {kBig, 7}, 0.5f, 2, &log};
   FakeOp second{"second", {{a.data(), b.data()}, {g.data(), h.data()}}, {kBig, 7}, 3, 0, &log};
-  ExecutionQueue q;
-  HeldWorker held(q);
-  q.enqueue(0, 0, first.raw(), origin("first"));
-  q.enqueue(0, 0, second.raw(), origin("second"));
-  held.release();
-  q.synchronize_all();
+  run_queued_together({&first, &second});
   EXPECT_EQ(a, expect_a);
   EXPECT_EQ(b, expect_b);
   const std::vector<std::string> order{"first slices from 0:0",      "second slices from 0:0",
@@ -153,12 +158,7 @@ TEST(InterleavedRuns, TasksMeetingOtherThanElementByElementRunWhole) {
   std::vector<std::string> log;
   FakeOp first{"first", {{x.data()}}, {kBig}, 2, 0, &log};
   FakeOp second{"second", {{x.data() + kBig / 2}}, {kBig}, 1, 1, &log};
-  ExecutionQueue q;
-  HeldWorker held(q);
-  q.enqueue(0, 0, first.raw(), origin("first"));
-  q.enqueue(0, 0, second.raw(), origin("second"));
-  held.release();
-  q.synchronize_all();
+  run_queued_together({&first, &second});
   EXPECT_EQ(x, expect);
   EXPECT_EQ(log, (std::vector<std::string>{"first whole", "second whole"}));
 }

@@ -12,23 +12,26 @@ import textwrap
 import pytest
 import torch
 
-# A training step whose AdamW (default: foreach) step is queued behind the backward, over
-# parameters larger than one slice group (131072 elements) and small ones.
+# AdamW (default: foreach) steps queued behind a busy worker, over parameters larger than
+# one slice group (131072 elements) and small ones. The gradients come from the CPU, the
+# same bits in both processes, so the step's ops are all the device computes: the two runs
+# differ only in whether those ops ran sliced. (With a model's forward and backward in the
+# steps, one CI run on record differed here, once, in its aten_ref pass, where torch's own
+# CPU kernels compute the model; 30 runs on another machine, each engine, did not again.)
 STEPS = textwrap.dedent(
     """
-    import json, sys, torch, openreg
+    import sys, torch, openreg
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(600, 500), torch.nn.Tanh(), torch.nn.Linear(500, 3)).to("openreg")
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    x = torch.randn(64, 600).to("openreg")
+    params = [torch.nn.Parameter(torch.randn(s).to("openreg")) for s in [(500, 600), (500,), (3, 500), (3,)]]
+    opt = torch.optim.AdamW(params, lr=1e-2)
     big = torch.randn(1536, 1536).to("openreg")
+    g = torch.Generator().manual_seed(1)
     for _ in range(3):
-        opt.zero_grad()
-        model(x).square().mean().backward()
+        for p in params:
+            p.grad = (torch.randn(p.shape, generator=g) * 1e-3).to("openreg")
         big @ big  # the worker is still on it when the step's ops are all queued
         opt.step()
-    params = [p.detach().cpu() for p in model.parameters()]
-    torch.save(params, sys.argv[1])
+    torch.save([p.detach().cpu() for p in params], sys.argv[1])
     """
 )
 
@@ -52,8 +55,10 @@ def test_adamw_interleaved_gives_the_bits_of_whole_ops(tmp_path):
     # 300,000 + 500 + 1,500 + 3 elements: three slice groups a step, one call each whole.
     assert whole_calls == 3
     assert sliced_calls == 9, f"{sliced_calls} engine calls of _foreach_addcdiv_ in 3 steps: not interleaved"
-    for a, b in zip(interleaved, whole):
-        assert torch.equal(a, b)
+    for i, (a, b) in enumerate(zip(interleaved, whole)):
+        differ = (a != b).sum().item()
+        assert differ == 0, (f"parameter {i} {tuple(a.shape)}: {differ} elements differ, by up to "
+                             f"{(a - b).abs().max().item():.3g}")
 
 
 def test_lists_meeting_other_than_element_by_element_match_cpu(device):

@@ -39,6 +39,7 @@ import zlib
 import torch
 
 from .conformance_cases import Case, Ctx, T, family_for
+from .conformance_pieces import cut_by_host, pieces_differ
 
 _PROG = "python -m openreg conformance"
 _MARK = "@openreg-conformance "  # prefix of the worker's protocol lines on stdout
@@ -349,6 +350,8 @@ class Runner:
             if exact_why is None:
                 why = None
         served = bool(served_by.get(self.engine))
+        if served and not why and cut_by_host(overload):
+            why = self._compare_pieces(overload, case, got, dev)
         if why and served:
             return Outcome("fail", why, served_by), cpu_outs
         if served:
@@ -357,6 +360,21 @@ class Runner:
         # The engine took no part: a difference is the host's or the reference's.
         outcome.note = why
         return outcome, cpu_outs
+
+    def _compare_pieces(self, overload, case, got, dev):
+        """The case once more on pieces of its tensors, as the host runs optimizer
+        steps: why its bits differ from the whole call's, or None (conformance_pieces)."""
+        def make_args():
+            m = _Materialized(case, "openreg")
+            self.openreg.reset_stats()
+            return m.args, m.kwargs
+
+        whole = list(dev.args[0]) if overload.inplace else list(got)
+        try:
+            return pieces_differ(overload, make_args, whole, self.engine,
+                                 lambda: self.openreg.stats().get(overload.name, {}))
+        except Exception as exc:  # noqa: BLE001 - the whole call ran: so must its pieces
+            return f"the call on 1-d pieces of its tensors raised: {_first_line(exc)}"
 
     def _compare(self, case, got, ref, dev, cpu, dev_outs, cpu_outs, accumulates):
         """First difference among returns, every input (leaves, catching writes to

@@ -50,6 +50,44 @@ extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int3
 }
 """
 
+# _foreach_mul_.Scalar that rounds the last element of each tensor of a call up by one
+# ulp: within torch CPU's tolerance, but a call on pieces of a tensor (as the host runs
+# optimizer steps) rounds other elements than the whole call.
+EDGES_ENGINE_CPP = """\
+#include <openreg/sdk.hpp>
+
+#include <cmath>
+#include <vector>
+
+namespace sdk = openreg::sdk;
+
+namespace {
+void foreach_mul_(const sdk::Call& call) {
+  const float s = static_cast<float>(call.scalar(1));
+  for (const sdk::Tensor& t : call.tensor_list(0)) {
+    float* p = t.data<float>();
+    const int64_t n = t.numel();
+    std::vector<int64_t> index(static_cast<size_t>(t.dim()), 0);
+    for (int64_t k = 0; k < n; ++k) {  // any strides, in row-major order
+      int64_t at = 0;
+      for (int64_t d = 0; d < t.dim(); ++d) at += index[d] * t.stride(d);
+      p[at] = k + 1 < n ? p[at] * s : std::nextafter(p[at] * s, INFINITY);
+      for (int64_t d = t.dim() - 1; d >= 0 && ++index[d] == t.size(d); --d) index[d] = 0;
+    }
+  }
+}
+}  // namespace
+
+extern "C" OPENREG_ENGINE_EXPORT const openreg_engine* openreg_engine_entry(int32_t, int32_t) {
+  static sdk::EngineDef engine = [] {
+    sdk::EngineDef e("edges_engine", "0.0.1");
+    e.op("aten::_foreach_mul_.Scalar", {sdk::dtypes::float32}, foreach_mul_);
+    return e;
+  }();
+  return engine.table();
+}
+"""
+
 RESULTS = {"pass", "FAIL", "unsupported", "no case"}
 
 
@@ -76,6 +114,15 @@ def wrong_engine(tmp_path_factory, build_engine):
     return build_engine(src, src / "build", "wrong_engine")
 
 
+@pytest.fixture(scope="module")
+def edges_engine(tmp_path_factory, build_engine):
+    """An engine whose _foreach_mul_ depends on where a call's tensors end."""
+    src = tmp_path_factory.mktemp("edges_engine_src")
+    (src / "CMakeLists.txt").write_text(WRONG_ENGINE_CMAKE.replace("wrong_engine", "edges_engine"))
+    (src / "engine.cpp").write_text(EDGES_ENGINE_CPP)
+    return build_engine(src, src / "build", "edges_engine")
+
+
 def test_example_engine_passes(third_party_engine, run_command, describe):
     proc = conformance(run_command, third_party_engine)
     assert proc.returncode == 0, describe(proc)
@@ -99,6 +146,14 @@ def test_wrong_engine_is_caught(wrong_engine, run_command, describe):
     assert result == "FAIL" and "max abs err" in detail, describe(proc)
     result, detail = rows[("aten::add.Tensor", "float32")]
     assert result == "FAIL" and "alpha" in detail, describe(proc)
+
+
+def test_a_kernel_that_depends_on_where_a_call_ends_is_caught(edges_engine, run_command, describe):
+    proc = conformance(run_command, edges_engine, "--op", "_foreach_mul_.Scalar")
+    assert proc.returncode == 1, describe(proc)
+    result, detail = parse_table(proc.stdout)[("aten::_foreach_mul_.Scalar", "float32")]
+    assert result == "FAIL" and "differ between the whole call and the same call on 1-d pieces" in detail, \
+        describe(proc)
 
 
 def test_filters_select_rows(third_party_engine, run_command, describe):

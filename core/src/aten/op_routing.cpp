@@ -231,6 +231,34 @@ const Route::Candidate* run_here_or_on_worker(Offer& offer, openreg_call& call, 
   return ran;
 }
 
+// Whether a _foreach_ call's Tensor[] arguments hold tensors of one dtype, the items at a
+// position of the same sizes: the calls ATen's fast route (CUDA's) takes whole. Other
+// calls (a float32 list plus a bfloat16 one, an item that broadcasts) run the per-tensor
+// loop, which promotes and broadcasts as CPU's does; offered to an engine they were
+// declined on the worker, where that loop cannot run.
+bool foreach_lists_alike(c10::ArrayRef<c10::IValue> args) {
+  c10::ArrayRef<c10::IValue> first;
+  bool seen = false;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  for (const c10::IValue& a : args) {
+    if (!a.isTensorList()) continue;
+    const c10::ArrayRef<c10::IValue> items = a.toListRef();
+    if (!seen) {
+      first = items;
+      seen = true;
+      if (!items.empty()) dtype = items[0].toTensor().scalar_type();
+    }
+    if (items.size() != first.size()) return true;  // the op's own check names the lengths
+    for (size_t k = 0; k < items.size(); ++k) {
+      const at::Tensor& t = items[k].toTensor();
+      const at::Tensor& f = first[k].toTensor();
+      if (!t.defined() || !f.defined()) return true;  // the op's own path reports it
+      if (t.scalar_type() != dtype || t.sizes() != f.sizes()) return false;
+    }
+  }
+  return true;
+}
+
 void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   OpPlan& plan = plan_for(op);
   const size_t n = plan.arg_kinds.size();
@@ -257,7 +285,8 @@ void route_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (plan.reference_only) return run_reference_only(plan, op, stack, device);
 
   Route* route = route_for(plan, dtype, has_dtype);
-  if (composite && (route->candidates.empty() || !engine_serves(route->candidates[0]))) {
+  if (composite && (route->candidates.empty() || !engine_serves(route->candidates[0]) ||
+                    !foreach_lists_alike(args))) {
     return run_composite(op, stack);
   }
   TORCH_CHECK(!route->candidates.empty(), route_table().uncovered_message(*route));

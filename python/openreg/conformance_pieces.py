@@ -11,19 +11,13 @@ for every case of such an op that the engine served and got right."""
 
 import torch
 
-# The families the host may cut (core/src/aten/foreach_slices.cpp, elementwise_family).
-FAMILIES = frozenset({
-    "add", "sub", "mul", "div", "maximum", "minimum", "clamp_min", "clamp_max", "lerp", "addcmul", "addcdiv",
-    "sqrt", "rsqrt", "neg", "abs", "exp", "log", "reciprocal", "sign", "sigmoid", "zero", "copy"})
+from . import _C
 
 
 def cut_by_host(overload):
-    """Whether the host may run calls of ``overload`` (an openreg.conformance.Overload) in pieces."""
-    base = overload.name.split("::", 1)[-1].split(".", 1)[0]
-    if not base.startswith("_foreach_") or overload.out_args:
-        return False
-    family = base[len("_foreach_"):]
-    return (family[:-1] if family.endswith("_") else family) in FAMILIES
+    """Whether the host may run calls of ``overload`` (an openreg.conformance.Overload) in
+    pieces: an elementwise ``_foreach_`` op (core's ForeachSlices decides) without out= lists."""
+    return not overload.out_args and _C._foreach_op_runs_in_pieces(overload.name)
 
 
 def piece_lengths(n):
@@ -33,9 +27,9 @@ def piece_lengths(n):
         return [n]
     first = min(7, n - 1)
     rest = n - first
-    if rest < 2:
+    if rest <= 2:
         return [first, rest]
-    return [first, rest // 2 + 1, rest - rest // 2 - 1] if rest > 2 else [first, rest]
+    return [first, rest // 2 + 1, rest - rest // 2 - 1]
 
 
 def _members_fit(args):

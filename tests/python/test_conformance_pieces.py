@@ -46,6 +46,14 @@ def _served_stats(op):
     return lambda: openreg.stats().get(op.name, {})
 
 
+def _counted_afresh(make_args):
+    """make_args with the engines' counts reset first, as the conformance runner calls it."""
+    def fresh():
+        openreg.reset_stats()
+        return make_args()
+    return fresh
+
+
 def _engine_serving(op, make_args):
     openreg.reset_stats()
     _whole(op, make_args)
@@ -61,11 +69,7 @@ def test_the_engines_kernel_passes(device):
     engine = _engine_serving(op, make_args)
     whole = _whole(op, make_args)
 
-    def fresh():
-        openreg.reset_stats()
-        return make_args()
-
-    assert pieces_differ(op, fresh, whole, engine, _served_stats(op)) is None
+    assert pieces_differ(op, _counted_afresh(make_args), whole, engine, _served_stats(op)) is None
 
 
 def test_one_differing_element_fails_the_check(device):
@@ -76,11 +80,7 @@ def test_one_differing_element_fails_the_check(device):
     # What a kernel rounding the last element of a call its own way would have given whole.
     whole[0].view(-1)[100] = torch.nextafter(whole[0].view(-1)[100], torch.tensor(float("inf")))
 
-    def fresh():
-        openreg.reset_stats()
-        return make_args()
-
-    why = pieces_differ(op, fresh, whole, engine, _served_stats(op))
+    why = pieces_differ(op, _counted_afresh(make_args), whole, engine, _served_stats(op))
     assert why is not None and why.startswith("member 0 ((37, 41)): 1 elements differ"), why
     assert "section 4.6" in why
 

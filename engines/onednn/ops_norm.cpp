@@ -8,7 +8,11 @@
 // oneDNN 2.6 has no group normalization primitive).
 #include <openreg/sdk/group_norm.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "ops.h"
 
@@ -41,10 +45,11 @@ memory::desc bn_md(const sdk::Tensor& t) {
 // below it: the AVX2 kernel blocks by 8 channels, and on 16c copies oneDNN ran
 // its reference kernel (bnorm_ref:any; 64x16x8x8 forward 2.9 ms instead of 50 us
 // with ONEDNN_MAX_CPU_ISA=AVX2).
+int bn_channel_block() { return cpu_caps().avx512_core ? 16 : 8; }
 memory::desc bn_blocked(const memory::desc& plain) {
   const auto dims = plain.dims();
   using tag = memory::format_tag;
-  const bool by16 = cpu_caps().avx512_core;
+  const bool by16 = bn_channel_block() == 16;
   const tag t = dims.size() == 4 ? (by16 ? tag::nChw16c : tag::nChw8c) : (by16 ? tag::nCdhw16c : tag::nCdhw8c);
   return memory::desc(dims, plain.data_type(), t);
 }
@@ -126,6 +131,107 @@ void batch_norm_eval_plain(const sdk::Tensor& x, const sdk::Tensor& y, const flo
 }
 }  // namespace
 
+namespace {
+// Training-mode statistics, computed here: oneDNN 2.6's batch norm sums a channel in
+// float, and its mean and variance drift from torch CPU's by far more than CPU's own
+// rounding (64 channels of [8, 16, 32, 32], 2026-12-03, AVX2: mean error against
+// float64 5.4e-8 against CPU's 6.6e-10; with every value offset by 100 the mean's
+// error 2.8e-4 against 3.8e-6 and y off CPU's by 2.9e-4; offset by 1e4, 1.7e-2 against
+// 4.8e-4 and y off by 1.8e-2, where eigen's two passes in double match CPU's mean).
+// One pass over the primitive's channel-blocked copy (nC[d]hw8c or 16c: a block's
+// channels innermost, one vector), summing each channel's values and squares shifted
+// by its first value (the shifted-data variance: no cancellation for values far from
+// 0 as long as they sit near that one), in float over runs of kRun positions and the
+// runs in double. The primitive then normalises with them (use_global_stats).
+constexpr int64_t kRun = 16;
+
+// sum[l] and sq[l] += the shifted sums of one block row of S positions, float32; a
+// position's kBlock channels one vector (GCC's vector extension: one register in the
+// clone of the block's width, two in the narrower ones).
+typedef float Floats8 __attribute__((vector_size(32)));
+typedef float Floats16 __attribute__((vector_size(64)));
+#define OPENREG_ONEDNN_BN_ROW(NAME, ATTR)                                                            \
+  template <int kBlock>                                                                               \
+  ATTR void NAME(const float* x, int64_t S, const float* shift, double* sum, double* sq) {            \
+    using V = std::conditional_t<kBlock == 8, Floats8, Floats16>;                                     \
+    V sh;                                                                                             \
+    std::memcpy(&sh, shift, sizeof sh);                                                               \
+    for (int64_t i0 = 0; i0 < S; i0 += kRun) {                                                        \
+      V run = {}, run_sq = {};                                                                        \
+      const int64_t i1 = i0 + kRun < S ? i0 + kRun : S;                                               \
+      for (int64_t i = i0; i < i1; ++i) {                                                             \
+        V v;                                                                                          \
+        std::memcpy(&v, x + i * kBlock, sizeof v);                                                    \
+        const V d = v - sh;                                                                           \
+        run += d;                                                                                     \
+        run_sq += d * d;                                                                              \
+      }                                                                                               \
+      for (int l = 0; l < kBlock; ++l) {                                                              \
+        sum[l] += run[l];                                                                             \
+        sq[l] += run_sq[l];                                                                           \
+      }                                                                                               \
+    }                                                                                                 \
+  }
+OPENREG_ONEDNN_BN_ROW(bn_row_sse, )
+OPENREG_ONEDNN_BN_ROW(bn_row_avx2, __attribute__((target("avx2"))))
+OPENREG_ONEDNN_BN_ROW(bn_row_avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))))
+#undef OPENREG_ONEDNN_BN_ROW
+
+template <int kBlock>
+void bn_row(const float* x, int64_t S, const float* shift, double* sum, double* sq) {
+  switch (loops::width()) {
+    case loops::Width::Avx512: return bn_row_avx512<kBlock>(x, S, shift, sum, sq);
+    case loops::Width::Avx2: return bn_row_avx2<kBlock>(x, S, shift, sum, sq);
+    case loops::Width::Sse: return bn_row_sse<kBlock>(x, S, shift, sum, sq);
+  }
+}
+
+// The statistics of C channels of N x S positions in `data`, a float32 blocked copy,
+// or a bfloat16 one (with AVX-512 only; its rows widened to float32 first).
+template <int kBlock>
+void blocked_channel_stats(const char* data, bool bf16, int64_t N, int64_t C, int64_t S, float* mean, float* var) {
+  const int64_t blocks = (C + kBlock - 1) / kBlock, count = N * S;
+  const int64_t per_block = count * kBlock;
+  const size_t elem = bf16 ? 2 : 4;
+  host().parallel_for(0, blocks, std::max<int64_t>(1, static_cast<int64_t>(kMemGrain) / std::max<int64_t>(per_block, 1)),
+                      [&](int64_t b0, int64_t b1) {
+    std::vector<float> widened(bf16 ? static_cast<size_t>(S * kBlock) : 0);
+    auto row = [&](int64_t n, int64_t cb) -> const float* {
+      const char* r = data + static_cast<size_t>((n * blocks + cb) * S * kBlock) * elem;
+      if (!bf16) return reinterpret_cast<const float*>(r);
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(r);
+      for (size_t i = 0; i < widened.size(); ++i) {
+        const uint32_t bits = static_cast<uint32_t>(h[i]) << 16;  // bfloat16: a float's upper half
+        std::memcpy(&widened[i], &bits, sizeof(float));
+      }
+      return widened.data();
+    };
+    for (int64_t cb = b0; cb < b1; ++cb) {
+      double sum[kBlock] = {}, sq[kBlock] = {};
+      float shift[kBlock];
+      std::copy_n(row(0, cb), kBlock, shift);
+      for (int64_t n = 0; n < N; ++n) bn_row<kBlock>(row(n, cb), S, shift, sum, sq);
+      for (int l = 0; l < kBlock && cb * kBlock + l < C; ++l) {
+        const double m = sum[l] / static_cast<double>(count);
+        mean[cb * kBlock + l] = static_cast<float>(shift[l] + m);
+        var[cb * kBlock + l] = static_cast<float>(std::max(0.0, sq[l] / static_cast<double>(count) - m * m));
+      }
+    }
+  });
+}
+
+// `data`: a copy laid out as bn_blocked gives.
+void channel_stats(const memory::desc& blocked, const void* data, float* mean, float* var) {
+  const memory::dims d = blocked.dims();
+  int64_t S = 1;
+  for (size_t i = 2; i < d.size(); ++i) S *= d[i];
+  const char* p = static_cast<const char*>(data);
+  const bool bf16 = blocked.data_type() == dt::bf16;
+  if (bn_channel_block() == 16) return blocked_channel_stats<16>(p, bf16, d[0], d[1], S, mean, var);
+  blocked_channel_stats<8>(p, bf16, d[0], d[1], S, mean, var);
+}
+}  // namespace
+
 void batch_norm(const sdk::Call& call) {
   check_batch_norm(call);
   sdk::Tensor x = call.tensor(0), y = call.output(0), save_mean = call.output(1), save_invstd = call.output(2);
@@ -143,20 +249,21 @@ void batch_norm(const sdk::Call& call) {
     if (eval_plain_ok(x, y)) return batch_norm_eval_plain(x, y, scale, shift, mean, var, eps, buf);
   }
   const memory::desc ymd = bn_md(y), xmd = bn_md(x), bmd = bn_blocked(ymd);
-  Flags flags = Flags::use_scale | Flags::use_shift;
-  if (!training) flags = flags | Flags::use_global_stats;
+  // The statistics are given to the primitive, the running ones in eval mode and
+  // those computed here in training mode (channel_stats): it only normalises.
+  const Flags flags = Flags::use_scale | Flags::use_shift | Flags::use_global_stats;
   Key k("bnorm_fwd");
-  k.add(y).add(static_cast<int64_t>(training)).add(eps);
+  k.add(y).add(eps);
   auto e = cached<BnFwdEntry>(k, [&] {
-    dnnl::batch_normalization_forward::desc d(
-        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, bmd, static_cast<float>(eps),
-        flags);
+    dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, bmd, static_cast<float>(eps), flags);
     dnnl::batch_normalization_forward::primitive_desc pd(d, base_attr(), cpu());
     return BnFwdEntry{pd, dnnl::batch_normalization_forward(pd)};
   });
+  const memory src = stage_in(buf, xmd, x.bytes(), bmd);
+  if (training) channel_stats(bmd, src.get_data_handle(), mean, var);
   void* yb = buf.alloc(bmd.get_size());
   execute(e->prim, e->pd,
-          {{DNNL_ARG_SRC, stage_in(buf, xmd, x.bytes(), bmd)},
+          {{DNNL_ARG_SRC, src},
            {DNNL_ARG_DST, memory(bmd, cpu(), yb)},
            {DNNL_ARG_SCALE, memory(vec_md(C), cpu(), scale)},
            {DNNL_ARG_SHIFT, memory(vec_md(C), cpu(), shift)},

@@ -24,7 +24,7 @@ void softmax_t(const sdk::Host& host, const Tensor& out, const Tensor& in, int64
       const T mx = xv.maxCoeff();
       if (log) {
         const T lse = std::log((xv - mx).exp().sum());
-        ov = xv - (mx + lse);
+        ov = (xv - mx) - lse;  // x - mx first: exact near the maximum, whatever its size
       } else {
         ov = (xv - mx).exp();
         // 0 where Eigen's exp clamped (a -inf score: weight 0, as torch CPU's)
@@ -39,8 +39,8 @@ void softmax_t(const sdk::Host& host, const Tensor& out, const Tensor& in, int64
     T sum = 0;
     if (log) {
       for (int64_t i = 0; i < L; ++i) sum += std::exp(x[i * sx] - mx);
-      const T c = mx + std::log(sum);
-      for (int64_t i = 0; i < L; ++i) o[i * so] = x[i * sx] - c;
+      const T lse = std::log(sum);
+      for (int64_t i = 0; i < L; ++i) o[i * so] = (x[i * sx] - mx) - lse;
     } else {
       for (int64_t i = 0; i < L; ++i) {
         const T e = std::exp(x[i * sx] - mx);

@@ -154,6 +154,10 @@ def _softmax_cases(ctx):
         case("transposed 7x11 dim=-1", ctx.t(7, 11, layout="transposed"), -1),
         case("sliced with gaps 5x7 dim=1", ctx.t(5, 7, layout="sliced"), 1),
         case("large logits (x30)", ctx.of(ctx.values((5, 11)) * 30), 1),
+        # logits far from 0: x - max must come first (x - (max + log(sum)) rounds at
+        # max's scale, 5e-4 off near 1e4); a contiguous row and strided lines
+        case("logits near 1e4 7x40 dim=-1", ctx.of(ctx.values((7, 40)) + 1e4), -1),
+        case("logits near 1e4 5x7x11 dim=1", ctx.of(ctx.values((5, 7, 11)) + 1e4), 1),
         # enough rows for engines to split them across threads
         case("300x130 dim=-1 (rows in parallel chunks)", ctx.t(300, 130), -1),
         case("a NaN and a -inf in 6x40 dim=-1", ctx.of(_with_nan_and_neg_inf(ctx.values((6, 40)))), -1),

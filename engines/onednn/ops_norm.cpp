@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ops.h"
+#include "vec.hpp"
 
 namespace onednn_engine {
 
@@ -146,23 +147,19 @@ namespace {
 constexpr int64_t kRun = 16;
 
 // sum[l] and sq[l] += the shifted sums of one block row of S positions, float32; a
-// position's kBlock channels one vector (GCC's vector extension: one register in the
-// clone of the block's width, two in the narrower ones).
-typedef float Floats8 __attribute__((vector_size(32)));
-typedef float Floats16 __attribute__((vector_size(64)));
+// position's kBlock channels one vector (vec.hpp's types: the block is the width of
+// the clone that runs, 8 with AVX2 and 16 with AVX-512; the baseline clone holds 8 in
+// two registers, on CPUs without AVX2 only).
 #define OPENREG_ONEDNN_BN_ROW(NAME, ATTR)                                                            \
   template <int kBlock>                                                                               \
   ATTR void NAME(const float* x, int64_t S, const float* shift, double* sum, double* sq) {            \
-    using V = std::conditional_t<kBlock == 8, Floats8, Floats16>;                                     \
-    V sh;                                                                                             \
-    std::memcpy(&sh, shift, sizeof sh);                                                               \
+    using V = std::conditional_t<kBlock == 8, vec::V8, vec::V16>;                                     \
+    const V sh = vec::load<V>(shift);                                                                 \
     for (int64_t i0 = 0; i0 < S; i0 += kRun) {                                                        \
       V run = {}, run_sq = {};                                                                        \
       const int64_t i1 = i0 + kRun < S ? i0 + kRun : S;                                               \
       for (int64_t i = i0; i < i1; ++i) {                                                             \
-        V v;                                                                                          \
-        std::memcpy(&v, x + i * kBlock, sizeof v);                                                    \
-        const V d = v - sh;                                                                           \
+        const V d = vec::load<V>(x + i * kBlock) - sh;                                                \
         run += d;                                                                                     \
         run_sq += d * d;                                                                              \
       }                                                                                               \
@@ -173,8 +170,8 @@ typedef float Floats16 __attribute__((vector_size(64)));
     }                                                                                                 \
   }
 OPENREG_ONEDNN_BN_ROW(bn_row_sse, )
-OPENREG_ONEDNN_BN_ROW(bn_row_avx2, __attribute__((target("avx2"))))
-OPENREG_ONEDNN_BN_ROW(bn_row_avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))))
+OPENREG_ONEDNN_BN_ROW(bn_row_avx2, OPENREG_TARGET_AVX2)
+OPENREG_ONEDNN_BN_ROW(bn_row_avx512, OPENREG_TARGET_AVX512)
 #undef OPENREG_ONEDNN_BN_ROW
 
 template <int kBlock>
